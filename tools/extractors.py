@@ -1,0 +1,316 @@
+"""Building blocks for the extraction recipes in tools/vllm_facts.py.
+
+Each factory returns a `Values`: a function from a wheel to one JSON value (usually a sorted
+list of names), so that a recipe reads as data: which file, which variable, which call.
+A missing file or variable raises FactsError: a recipe that no longer matches vLLM must fail
+loudly, not extract an empty list.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+from collections.abc import Callable
+from typing import Any
+
+from tools import pyread
+from tools.wheelsrc import FactsError, Wheel
+
+Values = Callable[[Wheel], Any]
+
+HTTP_DECORATORS = {
+    "get": "GET",
+    "post": "POST",
+    "put": "PUT",
+    "delete": "DELETE",
+    "patch": "PATCH",
+    "head": "HEAD",
+    "options": "OPTIONS",
+    "websocket": "WEBSOCKET",
+    "api_route": None,  # methods= says which
+}
+ROUTE_CALLS = {"add_api_route": "GET", "add_websocket_route": "WEBSOCKET", "add_route": "GET", "mount": "MOUNT"}
+# Starlette route objects built directly, e.g. `Mount("/metrics", app)` appended to app.routes.
+ROUTE_CLASSES = {"Mount": "MOUNT", "Route": "GET", "APIRoute": "GET", "WebSocketRoute": "WEBSOCKET"}
+
+
+def _names(value: object) -> list[str]:
+    """Names held by a constant: dict keys, Literal members, or list/tuple/set elements."""
+    if isinstance(value, dict):
+        value = list(value)
+    elif isinstance(value, pyread.LiteralType):
+        value = list(value.values)
+    if not isinstance(value, list | tuple | set | frozenset):
+        raise FactsError(f"expected a dict, list or Literal, got {type(value).__name__}")
+    return sorted({str(pyread.plain(v)) for v in value})
+
+
+def _files(wheel: Wheel, pattern: str) -> list[str]:
+    if any(c in pattern for c in "*?["):
+        found = [p for p in wheel.py_files() if fnmatch.fnmatch(p, pattern)]
+    else:
+        found = [pattern] if wheel.has(pattern) else []
+    if not found:
+        raise FactsError(f"no file matches {pattern}")
+    return found
+
+
+def _memo(wheel: Wheel, key: tuple[object, ...], compute: Callable[[], Any]) -> Any:
+    # Several fields of one kind come from one scan of the tree: scan once per wheel.
+    store: dict[tuple[object, ...], Any] = wheel.__dict__.setdefault("_extract_memo", {})
+    if key not in store:
+        store[key] = compute()
+    return store[key]
+
+
+def nothing() -> Values:
+    """No built-in names (the kind adds to a group that vLLM itself leaves empty)."""
+    return lambda wheel: []
+
+
+def constant(path: str, var: str) -> Values:
+    """Names in module constant `var`: a dict's keys, a Literal's members, a list's items."""
+    return lambda wheel: _names(wheel.evaluate(path, var))
+
+
+def optional(values: Values) -> Values:
+    """`values`, or None (field left out) when its variable or file does not exist."""
+
+    def run(wheel: Wheel) -> Any:
+        try:
+            return values(wheel)
+        except FactsError:
+            return None
+
+    return run
+
+
+def extra_keys(path: str, var: str, minus: Values) -> Values:
+    """Names in `var` that are not in `minus`."""
+    return lambda wheel: sorted(set(_names(wheel.evaluate(path, var))) - set(minus(wheel)))
+
+
+def module_class_map(path: str, var: str, package: str) -> Values:
+    """{key: "module:Class"} for a dict of key -> (module, Class); relative modules are taken
+    under `package`, fully qualified ones (`vllm.x`) as they are (registry._resolve_module_name)."""
+
+    def run(wheel: Wheel) -> dict[str, str]:
+        table = wheel.evaluate(path, var)
+        if not isinstance(table, dict):
+            raise FactsError(f"{path}: {var} is not a dict")
+        out = {}
+        for key, (module, cls) in table.items():
+            full = module if module.startswith("vllm.") else f"{package}.{module}"
+            out[key] = f"{full}:{cls}"
+        return out
+
+    return run
+
+
+def calls(pattern: str, call: str, keyword: str = "name") -> Values:
+    """First string argument of every `Receiver.method(...)` call in the matching files."""
+    receiver, method = call.rsplit(".", 1)
+
+    def run(wheel: Wheel) -> list[str]:
+        found = set()
+        for path in _files(wheel, pattern):
+            for node in ast.walk(wheel.tree(path)):
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Attribute)
+                    and node.func.attr == method
+                    and pyread.dotted_name(node.func.value) == receiver
+                ):
+                    name = pyread.first_str_arg(node, keyword)
+                    if name is not None:
+                        found.add(name)
+        return sorted(found)
+
+    return run
+
+
+def entry_point_names(group: str) -> Values:
+    """vLLM's own entry points in `group` (the wheel's *.dist-info/entry_points.txt)."""
+    return lambda wheel: sorted(wheel.entry_points(group))
+
+
+def has_symbol(path: str, symbol: str) -> Callable[[Wheel], bool]:
+    """True when `symbol` is defined in `path`: decides whether a kind exists in a target."""
+    return lambda wheel: wheel.has(path) and pyread.find_symbol(wheel.tree(path), symbol) is not None
+
+
+def _class(wheel: Wheel, path: str, cls: str) -> ast.ClassDef:
+    node = pyread.find_symbol(wheel.tree(path), cls)
+    if not isinstance(node, ast.ClassDef):
+        raise FactsError(f"{path}: no class {cls}")
+    return node
+
+
+def _enum_values(wheel: Wheel, path: str, cls: str) -> dict[str, object]:
+    # Enum members are the class body's plain assignments; methods and nested classes are not.
+    evaluator = pyread.Evaluator(wheel.tree(path))
+    out = {}
+    for stmt in pyread.flatten(_class(wheel, path, cls).body):
+        for name in pyread.assigned_names(stmt):
+            if not name.startswith("_"):
+                out[name] = pyread.plain(evaluator.eval(stmt.value, {}))  # type: ignore[attr-defined]
+    return out
+
+
+def enum_members(path: str, cls: str) -> Values:
+    return lambda wheel: sorted(_enum_values(wheel, path, cls))
+
+
+def _enum_refs(wheel: Wheel, path: str, function: str, enum_path: str, enum: str) -> list[str]:
+    node = pyread.find_symbol(wheel.tree(path), function)
+    if node is None:
+        raise FactsError(f"{path}: no function {function}")
+    members = _enum_values(wheel, enum_path, enum)
+    refs = {
+        n.attr
+        for n in ast.walk(node)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == enum and n.attr in members
+    }
+    return sorted(refs)
+
+
+def enum_refs(path: str, function: str, enum_path: str, enum: str) -> Values:
+    """Members of `enum` that the body of `function` mentions (e.g. what CPU accepts)."""
+    return lambda wheel: _enum_refs(wheel, path, function, enum_path, enum)
+
+
+def enum_ref_values(path: str, function: str, enum_path: str, enum: str) -> Values:
+    """{member: value} for the members `enum_refs` finds."""
+
+    def run(wheel: Wheel) -> dict[str, object]:
+        values = _enum_values(wheel, enum_path, enum)
+        return {m: values[m] for m in _enum_refs(wheel, path, function, enum_path, enum)}
+
+    return run
+
+
+def _decorated(wheel: Wheel, module: str, cls: str) -> list[tuple[str, str, str]]:
+    """(class, op name, module) for every `@<cls>.register("op")` class whose `<cls>` is the one
+    defined in `module` (a same-named copy elsewhere, like hw_agnostic's, is another registry)."""
+    found = []
+    needle = f"{cls}.register("
+    for path in wheel.py_files():
+        if needle not in wheel.text(path):
+            continue
+        tree = wheel.tree(path)
+        aliases = {local for local, orig in pyread.imported_from(tree, module).items() if orig == cls}
+        if pyread.module_of(path) == module:
+            aliases.add(cls)
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for dec in node.decorator_list:
+                if (
+                    isinstance(dec, ast.Call)
+                    and isinstance(dec.func, ast.Attribute)
+                    and dec.func.attr == "register"
+                    and isinstance(dec.func.value, ast.Name)
+                    and dec.func.value.id in aliases
+                ):
+                    op = pyread.first_str_arg(dec, "name")
+                    if op is not None:
+                        found.append((node.name, op, pyread.module_of(path)))
+    return sorted(found)
+
+
+def decorated(module: str, cls: str, field: str) -> Values:
+    """One view of the `@<cls>.register("op")` scan: `names` (class names, what register_oot
+    takes), `op_names` {class: op}, `modules` {class: module}, `duplicates` {class: [modules]}
+    for a class name defined in several modules (`modules` then holds the first)."""
+
+    def run(wheel: Wheel) -> Any:
+        rows = _memo(wheel, ("decorated", module, cls), lambda: _decorated(wheel, module, cls))
+        by_class: dict[str, list[tuple[str, str]]] = {}
+        for name, op, mod in rows:
+            by_class.setdefault(name, []).append((op, mod))
+        if field == "names":
+            return sorted(by_class)
+        if field == "op_names":
+            return {name: entries[0][0] for name, entries in by_class.items()}
+        if field == "modules":
+            return {name: entries[0][1] for name, entries in by_class.items()}
+        dupes = {name: sorted(m for _, m in entries) for name, entries in by_class.items() if len(entries) > 1}
+        return dupes or None
+
+    return run
+
+
+def function_imports(path: str, function: str) -> Values:
+    """`module.Name` for every `from module import Name` inside one function's body."""
+
+    def run(wheel: Wheel) -> list[str]:
+        node = pyread.find_symbol(wheel.tree(path), function)
+        if node is None:
+            raise FactsError(f"{path}: no function {function}")
+        return sorted(
+            f"{n.module}.{a.name}"
+            for n in ast.walk(node)
+            if isinstance(n, ast.ImportFrom) and n.level == 0
+            for a in n.names
+        )
+
+    return run
+
+
+def class_attributes(*classes: tuple[str, str]) -> Values:
+    """Public class attributes of each (path, class) and its bases inside vLLM, united."""
+
+    def run(wheel: Wheel) -> list[str]:
+        names: set[str] = set()
+        for path, cls in classes:
+            names |= wheel.public_attributes(path, _class(wheel, path, cls))
+        return sorted(names)
+
+    return run
+
+
+def _route(node: ast.Call, default: str | None) -> tuple[str, list[str]] | None:
+    path = pyread.first_str_arg(node, "path")
+    if path is None:
+        return None
+    methods_kw = next((k.value for k in node.keywords if k.arg == "methods"), None)
+    if isinstance(methods_kw, ast.List | ast.Tuple | ast.Set):
+        methods = [e.value.upper() for e in methods_kw.elts if isinstance(e, ast.Constant)]
+    else:
+        methods = [default or "GET"]
+    return path, methods
+
+
+def _routes(wheel: Wheel, prefix: str) -> dict[str, list[str]]:
+    """path -> methods for `@router.post("/x")`-style decorators, `app.add_api_route("/x")` and
+    `app.mount("/x")` calls whose receiver is named `app` or `...router`, and `Mount("/x")`."""
+    found: dict[str, set[str]] = {}
+    for path in wheel.py_files(prefix):
+        for node in ast.walk(wheel.tree(path)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ROUTE_CLASSES:
+                route = _route(node, ROUTE_CLASSES[node.func.id])
+                if route:
+                    found.setdefault(route[0], set()).update(route[1])
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            receiver = pyread.dotted_name(node.func.value) or ""
+            if not (receiver == "app" or receiver.endswith("router")):
+                continue
+            attr = node.func.attr
+            if attr in HTTP_DECORATORS:
+                route = _route(node, HTTP_DECORATORS[attr])
+            elif attr in ROUTE_CALLS:
+                route = _route(node, ROUTE_CALLS[attr])
+            else:
+                continue
+            if route:
+                found.setdefault(route[0], set()).update(route[1])
+    return {p: sorted(m) for p, m in found.items()}
+
+
+def routes(prefix: str) -> Values:
+    return lambda wheel: sorted(_memo(wheel, ("routes", prefix), lambda: _routes(wheel, prefix)))
+
+
+def route_methods(prefix: str) -> Values:
+    return lambda wheel: _memo(wheel, ("routes", prefix), lambda: _routes(wheel, prefix))

@@ -1,0 +1,245 @@
+"""The catalog side of tools/vllm_facts.py: load kind.yml files, check their `facts:` and
+`api:` entries against a wheel, and describe differences between two sets of names."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tools import pyread
+from tools.wheelsrc import Wheel
+
+
+@dataclass
+class Catalog:
+    """An `extensions/` folder: vllm.yml plus one folder per kind (kind.yml may be missing)."""
+
+    root: Path
+    vllm: dict[str, Any]
+    kinds: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> kind.yml
+    folders: list[str] = field(default_factory=list)  # every kind folder, with or without kind.yml
+
+    @property
+    def targets(self) -> dict[str, dict[str, Any]]:
+        return self.vllm.get("targets") or {}
+
+    def order(self, kind: str) -> tuple[int, str]:
+        # Reports list kinds in vllm.yml's order, then any others alphabetically.
+        listed = self.vllm.get("kinds") or []
+        return (listed.index(kind), "") if kind in listed else (len(listed), kind)
+
+
+def load_catalog(root: Path) -> Catalog:
+    vllm = yaml.safe_load((root / "vllm.yml").read_text())
+    catalog = Catalog(root=root, vllm=vllm)
+    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+        catalog.folders.append(folder.name)
+        kind_yml = folder / "kind.yml"
+        if kind_yml.is_file():
+            catalog.kinds[folder.name] = yaml.safe_load(kind_yml.read_text()) or {}
+    return catalog
+
+
+def applies(entry: dict[str, Any], target: str) -> bool:
+    """A kind, fact or api entry applies to `target` unless its `targets:` leaves it out."""
+    targets = entry.get("targets")
+    return targets is None or str(target) in [str(t) for t in targets]
+
+
+def _fmt(value: object) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(str(v) for v in value) + "]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _closest(wanted: str, candidates: list[str]) -> str:
+    best = difflib.get_close_matches(wanted, candidates, n=1, cutoff=0.6)
+    return f" (renamed? closest: {best[0]})" if best else ""
+
+
+# -- describing one definition ---------------------------------------------------------------
+
+
+def _init_params(wheel: Wheel, path: str, cls: ast.ClassDef) -> list[str] | None:
+    # A class's signature is its first `__init__` along the vLLM bases (None: object's).
+    for _, c in wheel.class_chain(path, cls):
+        init = pyread.class_members(c).get("__init__")
+        if isinstance(init, ast.FunctionDef | ast.AsyncFunctionDef):
+            return pyread.params(init)
+    return None
+
+
+def describe(wheel: Wheel, path: str, node: ast.AST) -> dict[str, Any]:
+    """What can drift in a definition: `params` (functions; classes: __init__), `abstract` and
+    public `members` (classes, with their params), `value` (constants)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        return {"params": pyread.params(node)}
+    if isinstance(node, ast.ClassDef):
+        members: dict[str, Any] = {}
+        for _, c in reversed(wheel.class_chain(path, node)):
+            for name, member in pyread.class_members(c).items():
+                if not name.startswith("_"):
+                    is_def = isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef)
+                    members[name] = pyread.params(member) if is_def else None  # type: ignore[arg-type]
+        return {
+            "params": _init_params(wheel, path, node),
+            "abstract": sorted(wheel.abstract_members(path, node)),
+            "members": members,
+        }
+    if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None:
+        try:
+            return {"value": pyread.plain(pyread.Evaluator(wheel.tree(path)).eval(node.value, {}))}
+        except pyread.Unreadable:
+            return {"value": "<not a literal>"}
+    return {}
+
+
+def _strip_stars(names: list[str]) -> list[str]:
+    # `*args` and `args` are the same parameter for a catalog that leaves the stars out.
+    return [str(n).lstrip("*") for n in names]
+
+
+# -- facts -------------------------------------------------------------------------------------
+
+
+def check_fact(kind: str, fact: dict[str, Any], wheel: Wheel) -> list[str]:
+    """Problems with one `facts:` entry in `wheel`, one readable line each."""
+    path, symbol = str(fact.get("path")), str(fact.get("symbol"))
+    head = f"kind {kind}: fact {symbol} ({path}): "
+    if not wheel.has(path):
+        return [head + f"catalog says file {path}, {wheel.label} has no such file" + _closest(path, wheel.py_files())]
+    tree = wheel.tree(path)
+    node = pyread.find_symbol(tree, symbol)
+    if node is None:
+        return [head + f"catalog says symbol {symbol}, {wheel.label} has no such symbol" + _closest(symbol, pyread.qualnames(tree))]
+    actual = describe(wheel, path, node)
+    problems = []
+    if "params" in fact:
+        have = actual.get("params")
+        if have is None or _strip_stars(have) != _strip_stars(fact["params"] or []):
+            problems.append(head + f"catalog says params {_fmt(fact['params'] or [])}, {wheel.label} has {_fmt(have)}")
+    if "abstract" in fact:
+        want, have = sorted(fact["abstract"] or []), actual.get("abstract")
+        if have != want:
+            problems.append(head + f"catalog says abstract {_fmt(want)}, {wheel.label} has {_fmt(have)}")
+    if "value" in fact and actual.get("value") != pyread.plain(fact["value"]):
+        problems.append(head + f"catalog says value {_fmt(fact['value'])}, {wheel.label} has {_fmt(actual.get('value'))}")
+    return problems
+
+
+def api_entry(entry: dict[str, Any], target: str | None) -> tuple[str, str]:
+    """(module, name) of an `api:` entry, with the per-target override applied."""
+    merged = {k: v for k, v in entry.items() if k in ("module", "name")}
+    override = entry.get(str(target)) if target is not None else None
+    if isinstance(override, dict):
+        merged.update({k: v for k, v in override.items() if k in ("module", "name")})
+    return str(merged.get("module")), str(merged.get("name"))
+
+
+def check_api(kind: str, key: str, entry: dict[str, Any], target: str, wheel: Wheel) -> list[str]:
+    """Problems with one `api:` entry: the module must exist and provide the name."""
+    module, name = api_entry(entry, target)
+    head = f"kind {kind}: api {key} ({module}.{name}): "
+    if wheel.module_path(module) is None:
+        modules = [pyread.module_of(p) for p in wheel.py_files()]
+        return [head + f"catalog says module {module}, {wheel.label} has no such module" + _closest(module, modules)]
+    if not wheel.exports(module, name):
+        path = wheel.module_path(module) or ""
+        names = list(pyread.members(wheel.tree(path).body)) + sorted(pyread.imported_names(wheel.tree(path)))
+        return [head + f"catalog says {module} provides {name}, {wheel.label} has no such name" + _closest(name, names)]
+    return []
+
+
+def resolve_api(wheel: Wheel, module: str, name: str) -> tuple[str, ast.AST] | None:
+    path = wheel.module_path(module)
+    return wheel.resolve(path, name) if path else None
+
+
+# -- comparing names ---------------------------------------------------------------------------
+
+
+def renames(removed: set[str], added: set[str]) -> list[tuple[str, str]]:
+    """Best-guess (old, new) pairs between removed and added names, most similar first."""
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, old, new).ratio(), old, new) for old in removed for new in added),
+        key=lambda t: (-t[0], t[1], t[2]),
+    )
+    pairs, used_old, used_new = [], set(), set()
+    for ratio, old, new in scored:
+        if ratio >= 0.8 and old not in used_old and new not in used_new:
+            pairs.append((old, new))
+            used_old.add(old)
+            used_new.add(new)
+    return sorted(pairs)
+
+
+def compare_values(
+    old: object, new: object, old_label: str, new_label: str, skip: frozenset[str] = frozenset()
+) -> list[str]:
+    """Differences between two extracted values (name lists or mappings), one line each,
+    without the `kind <id>: <field>: ` prefix. Mapping keys in `skip` (already reported as
+    added/removed names) are not reported again."""
+    if isinstance(old, list) and isinstance(new, list):
+        return _compare_lists([str(v) for v in old], [str(v) for v in new], old_label, new_label)
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys_old = sorted(k for k in old if k not in skip)
+        keys_new = sorted(k for k in new if k not in skip)
+        lines = _compare_lists(keys_old, keys_new, old_label, new_label)
+        changed = [f"{k}: {_fmt(old[k])} -> {_fmt(new[k])}" for k in sorted(set(old) & set(new)) if old[k] != new[k]]
+        if changed:
+            lines.append(f"changed ({old_label} -> {new_label}): " + "; ".join(changed))
+        return lines
+    return [] if old == new else [f"{old_label} has {_fmt(old)}, {new_label} has {_fmt(new)}"]
+
+
+def _compare_lists(old: list[str], new: list[str], old_label: str, new_label: str) -> list[str]:
+    removed, added = set(old) - set(new), set(new) - set(old)
+    pairs = renames(removed, added)
+    removed -= {o for o, _ in pairs}
+    added -= {n for _, n in pairs}
+    lines = []
+    if added:
+        lines.append(f"added in {new_label} ({len(added)}, not in {old_label}): " + ", ".join(sorted(added)))
+    if removed:
+        lines.append(f"removed in {new_label} ({len(removed)}, only in {old_label}): " + ", ".join(sorted(removed)))
+    for o, n in pairs:
+        lines.append(f"renamed (best guess by similarity): {o} ({old_label}) -> {n} ({new_label})")
+    return lines
+
+
+def compare_objects(old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str) -> list[str]:
+    """Field-by-field differences of two per-target builtins objects, `<field>: <line>` each.
+    A name added to a list field is not repeated for the mappings keyed by it."""
+    listed: set[str] = set()
+    for key in set(old) | set(new):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, list) and isinstance(b, list):
+            listed |= {str(v) for v in a} ^ {str(v) for v in b}
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        values = compare_values(old.get(key), new.get(key), old_label, new_label, frozenset(listed))
+        lines += [f"{key}: {line}" for line in values]
+    return lines
+
+
+def compare_descriptions(old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str) -> list[str]:
+    """Signature, abstract-set, value and member changes between two `describe` results."""
+    lines = []
+    if old.get("params") != new.get("params"):
+        lines.append(f"signature changed: {old_label} {_fmt(old.get('params'))} -> {new_label} {_fmt(new.get('params'))}")
+    for key in ("abstract", "value"):
+        if key in old or key in new:
+            for line in compare_values(old.get(key), new.get(key), old_label, new_label):
+                lines.append(f"{key}: {line}")
+    old_m, new_m = old.get("members") or {}, new.get("members") or {}
+    for line in _compare_lists(sorted(old_m), sorted(new_m), old_label, new_label):
+        lines.append(f"members: {line}")
+    for name in sorted(set(old_m) & set(new_m)):
+        if old_m[name] != new_m[name]:
+            lines.append(f"member {name} signature changed: {_fmt(old_m[name])} -> {_fmt(new_m[name])}")
+    return lines

@@ -1,0 +1,448 @@
+"""Follow vLLM releases from the wheel source: `python -m tools.vllm_facts extract|check|diff`.
+
+- `extract [--target T ...]` writes extensions/<kind>/builtins.json: vLLM's built-in names
+  per target, read from the target's wheel (targets.<t>.wheel in extensions/vllm.yml).
+- `check [--target T ...] [--wheel PATH --as T]` verifies every kind.yml `facts:` and `api:`
+  entry and every builtins.json against the wheels; exit 1 with one line per problem.
+- `diff FROM TO` (targets or wheel paths) reports the drift between two releases, per kind.
+
+vLLM is never imported: the wheel is opened with zipfile and its sources read with ast, so
+this runs anywhere with Python 3.11 + PyYAML. RECIPES below is the one place that says where
+each kind's built-in names live in vLLM's source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools import extractors as ex
+from tools.facts import (
+    Catalog,
+    api_entry,
+    applies,
+    check_api,
+    check_fact,
+    compare_descriptions,
+    compare_objects,
+    describe,
+    load_catalog,
+    resolve_api,
+)
+from tools.wheelsrc import FactsError, Wheel, wheel_for_spec
+
+GENERATED_BY = "python -m tools.vllm_facts extract"
+DEFAULT_CATALOG = Path(__file__).resolve().parent.parent / "extensions"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Where one kind's built-in names come from. `names` gives the `names` list; `extras` the
+    kind's other fields; `present` says whether the kind exists in a wheel at all."""
+
+    what: str
+    names: ex.Values
+    extras: dict[str, ex.Values] = field(default_factory=dict)
+    present: Callable[[Wheel], bool] | None = None
+
+
+# Paths inside the wheel, shared by several recipes.
+MODELS = "vllm/model_executor/models/registry.py"
+QUANT = "vllm/model_executor/layers/quantization/__init__.py"
+ATTN = "vllm/v1/attention/backends/registry.py"
+CPU_PLATFORM = "vllm/platforms/cpu.py"
+CUSTOM_OP = "vllm.model_executor.custom_op"
+CACHE = "vllm/config/cache.py"
+
+RECIPES: dict[str, Recipe] = {
+    "general": Recipe(
+        "vLLM's own vllm.general_plugins entry-point names (the wheel's entry_points.txt)",
+        ex.entry_point_names("vllm.general_plugins"),
+    ),
+    "model": Recipe(
+        "architectures in _VLLM_MODELS (vllm/model_executor/models/registry.py); text_generation: "
+        "_TEXT_GENERATION_MODELS as arch -> module:Class; oot_supported: _OOT_SUPPORTED_MODELS",
+        ex.constant(MODELS, "_VLLM_MODELS"),
+        {
+            "text_generation": ex.module_class_map(MODELS, "_TEXT_GENERATION_MODELS", "vllm.model_executor.models"),
+            "oot_supported": ex.optional(ex.constant(MODELS, "_OOT_SUPPORTED_MODELS")),
+        },
+    ),
+    "custom_op": Recipe(
+        "class names of in-tree @CustomOp.register(op) classes under vllm/ (the register_oot keys); "
+        "op_names: class -> op name; modules: class -> defining module (duplicates: a class name "
+        "defined in several modules). The separate CustomOp copy in vllm/model_executor/hw_agnostic/ "
+        "is another registry and is not counted",
+        ex.decorated(CUSTOM_OP, "CustomOp", "names"),
+        {
+            "op_names": ex.decorated(CUSTOM_OP, "CustomOp", "op_names"),
+            "modules": ex.decorated(CUSTOM_OP, "CustomOp", "modules"),
+            "duplicates": ex.decorated(CUSTOM_OP, "CustomOp", "duplicates"),
+        },
+    ),
+    "pluggable_layer": Recipe(
+        "class names of in-tree @PluggableLayer.register(name) classes under vllm/ (the register_oot "
+        "keys); op_names: class -> layer name; modules: class -> defining module. The hw_agnostic "
+        "copy of PluggableLayer is not counted",
+        ex.decorated(CUSTOM_OP, "PluggableLayer", "names"),
+        {
+            "op_names": ex.decorated(CUSTOM_OP, "PluggableLayer", "op_names"),
+            "modules": ex.decorated(CUSTOM_OP, "PluggableLayer", "modules"),
+            "duplicates": ex.decorated(CUSTOM_OP, "PluggableLayer", "duplicates"),
+        },
+    ),
+    "attention_backend": Recipe(
+        "AttentionBackendEnum members (vllm/v1/attention/backends/registry.py); mamba: "
+        "MambaAttentionBackendEnum members; cpu_members: the members CpuPlatform.get_attn_backend_cls "
+        "can return (any other selection is ignored on CPU); paths: their default class paths",
+        ex.enum_members(ATTN, "AttentionBackendEnum"),
+        {
+            "mamba": ex.enum_members(ATTN, "MambaAttentionBackendEnum"),
+            "cpu_members": ex.enum_refs(CPU_PLATFORM, "CpuPlatform.get_attn_backend_cls", ATTN, "AttentionBackendEnum"),
+            "paths": ex.enum_ref_values(CPU_PLATFORM, "CpuPlatform.get_attn_backend_cls", ATTN, "AttentionBackendEnum"),
+        },
+    ),
+    "quantization": Recipe(
+        "QuantizationMethods Literal (vllm/model_executor/layers/quantization/__init__.py); "
+        "deprecated: DEPRECATED_QUANTIZATION_METHODS (need --allow-deprecated-quantization)",
+        ex.constant(QUANT, "QuantizationMethods"),
+        {"deprecated": ex.optional(ex.constant(QUANT, "DEPRECATED_QUANTIZATION_METHODS"))},
+    ),
+    "model_loader": Recipe(
+        "load formats in _LOAD_FORMAT_TO_MODEL_LOADER (vllm/model_executor/model_loader/__init__.py)",
+        ex.constant("vllm/model_executor/model_loader/__init__.py", "_LOAD_FORMAT_TO_MODEL_LOADER"),
+    ),
+    "kv_connector": Recipe(
+        "names passed to KVConnectorFactory.register_connector in kv_connector/factory.py",
+        ex.calls("vllm/distributed/kv_transfer/kv_connector/factory.py", "KVConnectorFactory.register_connector"),
+    ),
+    "ec_connector": Recipe(
+        "names passed to ECConnectorFactory.register_connector in ec_connector/factory.py",
+        ex.calls("vllm/distributed/ec_transfer/ec_connector/factory.py", "ECConnectorFactory.register_connector"),
+    ),
+    "kv_offload_spec": Recipe(
+        "names passed to OffloadingSpecFactory.register_spec in vllm/v1/kv_offload/factory.py",
+        ex.calls("vllm/v1/kv_offload/factory.py", "OffloadingSpecFactory.register_spec"),
+    ),
+    "tool_parser": Recipe(
+        "tool parser names in _TOOL_PARSERS_TO_REGISTER (vllm/tool_parsers/__init__.py)",
+        ex.constant("vllm/tool_parsers/__init__.py", "_TOOL_PARSERS_TO_REGISTER"),
+    ),
+    "reasoning_parser": Recipe(
+        "reasoning parser names in _REASONING_PARSERS_TO_REGISTER (vllm/reasoning/__init__.py)",
+        ex.constant("vllm/reasoning/__init__.py", "_REASONING_PARSERS_TO_REGISTER"),
+    ),
+    "lora_resolver": Recipe(
+        "resolver names vLLM's own plugins pass to LoRAResolverRegistry.register_resolver "
+        "(vllm/plugins/lora_resolvers/); entry_points: vLLM's own vllm.general_plugins names",
+        ex.calls("vllm/plugins/lora_resolvers/*.py", "LoRAResolverRegistry.register_resolver"),
+        {"entry_points": ex.entry_point_names("vllm.general_plugins")},
+    ),
+    "sleep_mode_backend": Recipe(
+        "names passed to SleepModeBackendFactory.register_backend (vllm/device_allocator/sleep_mode_backend.py)",
+        ex.calls("vllm/device_allocator/sleep_mode_backend.py", "SleepModeBackendFactory.register_backend"),
+    ),
+    "kv_cache_dtype": Recipe(
+        "CacheDType Literal (vllm/config/cache.py); reserved: other STR_DTYPE_TO_TORCH_DTYPE keys "
+        "(vllm/utils/torch_utils.py) that a registration would silently overwrite; only targets "
+        "that have register_kv_cache_dtype",
+        ex.constant(CACHE, "CacheDType"),
+        {
+            "reserved": ex.extra_keys(
+                "vllm/utils/torch_utils.py", "STR_DTYPE_TO_TORCH_DTYPE", ex.constant(CACHE, "CacheDType")
+            )
+        },
+        present=ex.has_symbol(CACHE, "register_kv_cache_dtype"),
+    ),
+    "platform": Recipe(
+        "built-in platform detector names in builtin_platform_plugins (vllm/platforms/__init__.py)",
+        ex.constant("vllm/platforms/__init__.py", "builtin_platform_plugins"),
+    ),
+    "stat_logger": Recipe("none: vLLM publishes no vllm.stat_logger_plugins entry points", ex.nothing()),
+    "endpoint": Recipe(
+        "none in vllm.endpoint_plugins; routes: every HTTP path vLLM's own servers register under "
+        "vllm/entrypoints (a plugin route on the same path and method replaces vLLM's); methods: "
+        "path -> HTTP methods",
+        ex.nothing(),
+        {"routes": ex.routes("vllm/entrypoints/"), "methods": ex.route_methods("vllm/entrypoints/")},
+    ),
+    "io_processor": Recipe("none: vLLM publishes no vllm.io_processor_plugins entry points", ex.nothing()),
+    "logits_processor": Recipe(
+        "class names in BUILTIN_LOGITS_PROCESSORS (vllm/v1/sample/logits_processor/__init__.py): "
+        "the V1 runner's always-on processors; no entry points in vllm.logits_processors",
+        ex.constant("vllm/v1/sample/logits_processor/__init__.py", "BUILTIN_LOGITS_PROCESSORS"),
+    ),
+    "scheduler": Recipe(
+        "none; default: the classes SchedulerConfig.get_scheduler_cls returns when scheduler_cls is unset",
+        ex.nothing(),
+        {"default": ex.function_imports("vllm/config/scheduler.py", "SchedulerConfig.get_scheduler_cls")},
+    ),
+    "worker_extension": Recipe(
+        "none; worker_attributes: public class attributes of CPUWorker and GPU Worker and their "
+        "vLLM bases (an extension attribute with one of these names fails init_worker's assert; "
+        "single-underscore names collide too but are not listed)",
+        ex.nothing(),
+        {
+            "worker_attributes": ex.class_attributes(
+                ("vllm/v1/worker/cpu_worker.py", "CPUWorker"), ("vllm/v1/worker/gpu_worker.py", "Worker")
+            )
+        },
+    ),
+    "model_class_override": Recipe(
+        "none: overrides name built-in architectures, which the model kind lists", ex.nothing()
+    ),
+}
+
+
+# -- wheels and targets ------------------------------------------------------------------------
+
+
+def open_target(catalog: Catalog, target: str) -> Wheel:
+    spec = catalog.targets.get(target, {}).get("wheel")
+    if not spec:
+        raise FactsError(f"target {target!r} has no wheel in {catalog.root / 'vllm.yml'}")
+    return Wheel(wheel_for_spec(str(spec)))
+
+
+def open_ref(catalog: Catalog, ref: str) -> tuple[str, Wheel, str | None]:
+    """A `diff` argument: a target id from vllm.yml or a path to a wheel file."""
+    if ref in catalog.targets:
+        return ref, open_target(catalog, ref), ref
+    path = Path(ref)
+    if path.is_file():
+        wheel = Wheel(path)
+        return wheel.version, wheel, None
+    raise FactsError(f"{ref!r} is neither a target in vllm.yml ({', '.join(catalog.targets)}) nor a wheel file")
+
+
+def extract_kind(recipe: Recipe, wheel: Wheel) -> dict[str, Any] | None:
+    """One kind's per-target object, or None when the kind does not exist in this wheel."""
+    if recipe.present is not None and not recipe.present(wheel):
+        return None
+    out: dict[str, Any] = {"names": recipe.names(wheel)}
+    for key, values in recipe.extras.items():
+        value = values(wheel)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+def extract_all(wheel: Wheel, kinds: Sequence[str]) -> dict[str, dict[str, Any] | None]:
+    results = {}
+    for kind in kinds:
+        try:
+            results[kind] = extract_kind(RECIPES[kind], wheel)
+        except FactsError as exc:
+            raise FactsError(f"kind {kind}: recipe no longer matches {wheel.label}: {exc}") from None
+    return results
+
+
+def dump(doc: dict[str, Any]) -> str:
+    # Byte-identical reruns: sorted keys, fixed indent, trailing newline.
+    return json.dumps(doc, indent=1, sort_keys=True) + "\n"
+
+
+# -- extract -----------------------------------------------------------------------------------
+
+
+def cmd_extract(catalog: Catalog, targets: list[str]) -> int:
+    fresh = {t: extract_all(open_target(catalog, t), list(RECIPES)) for t in targets}
+    for kind, recipe in RECIPES.items():
+        path = catalog.root / kind / "builtins.json"
+        per_target: dict[str, Any] = {}
+        if set(targets) != set(catalog.targets) and path.is_file():
+            # A partial run keeps the other targets' entries as they are.
+            per_target = {t: v for t, v in json.loads(path.read_text())["targets"].items() if t in catalog.targets}
+        for t in targets:
+            per_target.pop(t, None)
+            if fresh[t][kind] is not None:
+                per_target[t] = fresh[t][kind]
+        doc = {"generated_by": GENERATED_BY, "what": recipe.what, "targets": per_target}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_text() != dump(doc):
+            path.write_text(dump(doc))
+            print(f"wrote {path}")
+    print(f"extracted {len(RECIPES)} kinds for {', '.join(targets)}")
+    return 0
+
+
+# -- check -------------------------------------------------------------------------------------
+
+
+def check_builtins(catalog: Catalog, kind: str, target: str, fresh: dict[str, Any] | None, wheel: Wheel) -> list[str]:
+    """builtins.json's entry for `target` against a fresh extraction from `wheel`."""
+    path = catalog.root / kind / "builtins.json"
+    head = f"kind {kind}: builtins.json"
+    if not path.is_file():
+        return [f"{head}: missing (run {GENERATED_BY})"]
+    doc = json.loads(path.read_text())
+    stored = doc.get("targets", {}).get(target)
+    problems = []
+    if doc.get("what") != RECIPES[kind].what or doc.get("generated_by") != GENERATED_BY:
+        problems.append(f"{head}: header differs from the recipe (run {GENERATED_BY})")
+    if stored is None and fresh is None:
+        return problems
+    if stored is None or fresh is None:
+        where = "has no entry" if stored is None else "has an entry"
+        what = "has the kind" if fresh is not None else "does not have the kind"
+        return problems + [f"{head}: {where} for target {target}, {wheel.label} {what}"]
+    return problems + [f"{head} {line}" for line in compare_objects(stored, fresh, "builtins.json", wheel.label)]
+
+
+def check_target(catalog: Catalog, target: str, wheel: Wheel) -> tuple[list[tuple[str, str]], str]:
+    """All problems for one target (as (kind, line)), and a one-line summary."""
+    problems: list[tuple[str, str]] = []
+    n_facts = n_api = 0
+    for kind, spec in catalog.kinds.items():
+        if not applies(spec, target):
+            continue
+        for fact in spec.get("facts") or []:
+            if applies(fact, target):
+                n_facts += 1
+                problems += [(kind, line) for line in check_fact(kind, fact, wheel)]
+        for key, entry in (spec.get("api") or {}).items():
+            if applies(entry, target):
+                n_api += 1
+                problems += [(kind, line) for line in check_api(kind, key, entry, target, wheel)]
+    kinds = sorted(
+        k for k in RECIPES if k in catalog.folders or k in (catalog.vllm.get("kinds") or [])
+    )
+    fresh = extract_all(wheel, kinds)
+    for kind in kinds:
+        problems += [(kind, line) for line in check_builtins(catalog, kind, target, fresh[kind], wheel)]
+    for folder in catalog.folders:
+        if folder not in RECIPES and (catalog.root / folder / "builtins.json").is_file():
+            problems.append((folder, f"kind {folder}: builtins.json has no recipe in tools/vllm_facts.py RECIPES"))
+    summary = (
+        f"{target}: {wheel.distribution} {wheel.version} ({wheel.path.name}): "
+        f"{n_facts} facts, {n_api} api names, {len(kinds)} builtins.json checked"
+    )
+    return problems, summary
+
+
+def cmd_check(catalog: Catalog, targets: list[str], wheel_path: str | None, as_target: str | None) -> int:
+    runs: list[tuple[str, Wheel]]
+    if wheel_path:
+        target = as_target or str(catalog.vllm.get("latest"))
+        runs = [(target, Wheel(Path(wheel_path)))]
+    else:
+        runs = [(t, open_target(catalog, t)) for t in targets]
+    all_problems: list[tuple[str, str]] = []
+    summaries = []
+    for target, wheel in runs:
+        problems, summary = check_target(catalog, target, wheel)
+        all_problems += [(k, f"{line} [target {target}]") for k, line in problems]
+        summaries.append(summary + (f": {len(problems)} problems" if problems else ": OK"))
+    for _, line in sorted(all_problems, key=lambda p: catalog.order(p[0])):
+        print(line)
+    for summary in summaries:
+        print(summary)
+    return 1 if all_problems else 0
+
+
+# -- diff --------------------------------------------------------------------------------------
+
+
+def diff_builtins(kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, a: str, b: str) -> list[str]:
+    if old is None and new is None:
+        return []
+    if old is None or new is None:
+        return [f"kind {kind}: absent in {a if old is None else b}, present in {b if old is None else a}"]
+    return [f"kind {kind}: {line}" for line in compare_objects(old, new, a, b)]
+
+
+def _describe_symbol(wheel: Wheel, path: str, symbol: str) -> dict[str, Any] | None:
+    from tools import pyread
+
+    node = pyread.find_symbol(wheel.tree(path), symbol) if wheel.has(path) else None
+    return describe(wheel, path, node) if node is not None else None
+
+
+def diff_catalog(catalog: Catalog, old: tuple[str, Wheel, str | None], new: tuple[str, Wheel, str | None]) -> list[tuple[str, str]]:
+    """Facts and api names of every kind.yml whose definition differs between two wheels."""
+    (a, wa, ta), (b, wb, tb) = old, new
+    lines: list[tuple[str, str]] = []
+
+    def compare(kind: str, head: str, da: dict[str, Any] | None, db: dict[str, Any] | None) -> None:
+        if da is None and db is None:
+            return
+        if da is None or db is None:
+            lines.append((kind, f"{head}: missing in {a if da is None else b}, present in {b if da is None else a}"))
+            return
+        lines.extend((kind, f"{head}: {line}") for line in compare_descriptions(da, db, a, b))
+
+    for kind, spec in catalog.kinds.items():
+        for fact in spec.get("facts") or []:
+            path, symbol = str(fact.get("path")), str(fact.get("symbol"))
+            compare(kind, f"kind {kind}: fact {symbol} ({path})", _describe_symbol(wa, path, symbol), _describe_symbol(wb, path, symbol))
+        for key, entry in (spec.get("api") or {}).items():
+            ma, na = api_entry(entry, ta)
+            mb, nb = api_entry(entry, tb)
+            fa, fb = resolve_api(wa, ma, na), resolve_api(wb, mb, nb)
+            da = describe(wa, *fa) if fa else None
+            db = describe(wb, *fb) if fb else None
+            compare(kind, f"kind {kind}: api {key} ({mb}.{nb})", da, db)
+    return lines
+
+
+def cmd_diff(catalog: Catalog, ref_a: str, ref_b: str) -> int:
+    old, new = open_ref(catalog, ref_a), open_ref(catalog, ref_b)
+    (a, wa, _), (b, wb, _) = old, new
+    print(f"vLLM drift {a} ({wa.distribution} {wa.version}) -> {b} ({wb.distribution} {wb.version})")
+    fa, fb = extract_all(wa, list(RECIPES)), extract_all(wb, list(RECIPES))
+    lines: list[tuple[str, str]] = []
+    for kind in RECIPES:
+        lines += [(kind, line) for line in diff_builtins(kind, fa[kind], fb[kind], a, b)]
+    lines += diff_catalog(catalog, old, new)
+    for _, line in sorted(lines, key=lambda p: catalog.order(p[0])):
+        print(line)
+    changed = sorted({k for k, _ in lines}, key=catalog.order)
+    print(f"{len(changed)} kinds changed: {', '.join(changed)}" if changed else "no drift")
+    return 0
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG, help="the extensions/ folder (default: this repo's)")
+    parser = argparse.ArgumentParser(prog="python -m tools.vllm_facts", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("extract", parents=[common], help="write extensions/<kind>/builtins.json")
+    p.add_argument("--target", action="append", help="a target in vllm.yml (repeatable; default: all)")
+    p = sub.add_parser("check", parents=[common], help="check kind.yml facts/api and builtins.json")
+    p.add_argument("--target", action="append", help="a target in vllm.yml (repeatable; default: all)")
+    p.add_argument("--wheel", help="check this wheel file instead of the targets' wheels")
+    p.add_argument("--as", dest="as_target", help="the target the --wheel stands for (default: latest)")
+    p = sub.add_parser("diff", parents=[common], help="drift between two targets or wheel files")
+    p.add_argument("old", metavar="FROM")
+    p.add_argument("new", metavar="TO")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        catalog = load_catalog(args.catalog)
+        targets = [str(t) for t in args.target] if getattr(args, "target", None) else list(catalog.targets)
+        unknown = [t for t in targets if t not in catalog.targets]
+        if unknown:
+            raise FactsError(f"unknown target(s) {', '.join(unknown)}; vllm.yml has {', '.join(catalog.targets)}")
+        if args.command == "extract":
+            return cmd_extract(catalog, targets)
+        if args.command == "check":
+            return cmd_check(catalog, targets, args.wheel, args.as_target)
+        return cmd_diff(catalog, args.old, args.new)
+    except FactsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
