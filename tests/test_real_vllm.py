@@ -1,0 +1,70 @@
+"""Tier 2: generated packages inside real vLLM, through vLLM's own loaders, in fresh processes.
+
+Environments are provisioned by tests/realvllm/envs.py (cached under ~/.cache, keyed by
+version). Generated packages are installed into a throwaway `--target` folder put on
+PYTHONPATH, so the cached environment is never modified and importlib.metadata still finds
+their entry points.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import TARGETS, kinds_for
+from realvllm import envs
+
+pytestmark = pytest.mark.real_vllm
+DRIVER = Path(__file__).parent / "realvllm" / "driver.py"
+ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def _run(cmd: list[str], cwd: Path, extra: dict[str, str], timeout: int = 1200) -> str:
+    env = dict(os.environ, **ENV, **extra)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed ({proc.returncode}):\n{out[-6000:]}"
+    return out
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_all_kinds_package_passes_its_suite(target: str, rendered, tmp_path: Path) -> None:
+    """One package with every kind of the target: its own suite and lint, as its author runs them."""
+    env = envs.ensure(target)
+    project = rendered(kinds=kinds_for(target), vllm_target=target)
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    out = _run([str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider"], project, paths)
+    assert " passed" in out and " failed" not in out, out[-3000:]
+    _run([str(env.bin / "ruff"), "check", "."], project, paths)
+    _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_each_kind_alone(target: str, rendered, tmp_path: Path) -> None:
+    """One package per kind, all installed side by side (plugins must coexist): each suite, and
+    vLLM's loaders plus the idempotency checks of every package in one fresh process each."""
+    env = envs.ensure(target)
+    projects = [
+        rendered(kinds=[kind], vllm_target=target, project_name=f"Solo {kind.replace('_', ' ')}")
+        for kind in kinds_for(target)
+    ]
+    site = tmp_path / "site"
+    paths: dict[str, str] = {}
+    for project in projects:
+        paths = envs.install_overlay(env, project, site)
+    # The in-process tests of every package in one session; the fresh-process ones via DRIVER.
+    _run(
+        [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+         "-k", "not fresh_vllm_process", *[str(p / "tests") for p in projects]],
+        tmp_path, paths,
+    )
+    for group in ("loaders", "idempotency"):
+        out = _run([str(env.python), str(DRIVER), group, *map(str, projects)], tmp_path, paths)
+        result = json.loads(out.split("VLLM_CHECKS ", 1)[1].splitlines()[0])
+        assert not result["failed"], "\n".join(f"{k}:\n{v}" for k, v in result["failed"].items())
+    for project in projects:
+        _run([str(env.bin / "ruff"), "check", "."], project, paths)
+        _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)

@@ -1,0 +1,93 @@
+"""Tier 1: every kind alone and all kinds together, for every vLLM target."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import CATALOG, TARGETS, kinds_for
+
+CASES = [(target, (kind,)) for target in TARGETS for kind in kinds_for(target)] + [
+    (target, tuple(kinds_for(target))) for target in TARGETS
+]
+
+
+def _id(case: tuple[str, tuple[str, ...]]) -> str:
+    target, kinds = case
+    return f"{target}-{'all' if len(kinds) > 1 else kinds[0]}"
+
+
+def expected_entry_points(package: str, kinds: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """What pyproject.toml must declare, derived from the catalog alone."""
+    groups: dict[str, dict[str, str]] = {}
+    if any(CATALOG[k]["mechanism"] == "general_plugin" for k in kinds):
+        groups["vllm.general_plugins"] = {package: f"{package}._plugin:register"}
+    for kind in kinds:
+        ep = CATALOG[kind].get("entry_point")
+        if CATALOG[kind]["mechanism"] != "entry_point":
+            continue
+        value = ep["value"].replace("{module}", f"{package}.{kind}")
+        groups.setdefault(ep["group"], {})[f"{package}_{kind}"] = value
+    return groups
+
+
+@pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
+def test_render(case: tuple[str, tuple[str, ...]], rendered) -> None:
+    target, kinds = case
+    project: Path = rendered(kinds=list(kinds), vllm_target=target)
+    package = "my_vllm_plugin"
+
+    # Every file rendered completely; Python parses; TOML parses.
+    for path in project.rglob("*"):
+        if path.is_file() and ".git" not in path.parts:
+            text = path.read_text()
+            assert not re.search(r"\{\{ |\{%|%\}", text) or path.suffix == ".yml", path
+            if path.suffix == ".py":
+                ast.parse(text, filename=str(path))
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+
+    # Entry points: exactly the catalog's, in the format each loader expects.
+    declared = pyproject["project"].get("entry-points", {})
+    expected = expected_entry_points(package, kinds)
+    assert set(declared) == set(expected)
+    for group, eps in expected.items():
+        assert set(declared[group]) == set(eps), group
+        for name, value in declared[group].items():
+            fmt = CATALOG[name.removeprefix(f"{package}_")]["entry_point"]["value"] if name != package else "{module}:{attr}"
+            pattern = re.escape(fmt).replace(r"\{module\}", r"[a-z_][a-z0-9_.]*").replace(r"\{attr\}", r"[A-Za-z_]\w*")
+            assert re.fullmatch(pattern, value), (group, name, value, fmt)
+
+    # One module and one test per kind, plus the general plugin when a registry kind is chosen.
+    src = project / "src" / package
+    for kind in kinds:
+        assert (src / f"{kind}.py").is_file()
+        assert (project / "tests" / f"test_{kind}.py").is_file()
+    has_general = "vllm.general_plugins" in expected
+    assert (src / "_plugin.py").is_file() == has_general
+
+    # The vLLM pin follows the target.
+    from conftest import VLLM
+
+    series = VLLM["latest"] if target == "latest" else target
+    assert pyproject["project"]["optional-dependencies"]["vllm"] == [VLLM["targets"][series]["requirement"]]
+
+    # Generated code passes its own lint config.
+    for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_latest_resolves_to_newest_target(rendered) -> None:
+    from conftest import VLLM
+
+    project = rendered(kinds=["general"])
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["optional-dependencies"]["vllm"] == [
+        VLLM["targets"][VLLM["latest"]]["requirement"]
+    ]
+    answers = (project / ".copier-answers.yml").read_text()
+    assert "vllm_target: latest" in answers
