@@ -33,7 +33,9 @@ def load_catalog() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
             continue
         entry = yaml.safe_load((folder / "kind.yml").read_text())
         builtins = folder / "builtins.json"
-        entry["builtins"] = json.loads(builtins.read_text())["targets"] if builtins.is_file() else {}
+        entry["builtins"] = (
+            json.loads(builtins.read_text())["targets"] if builtins.is_file() else {}
+        )
         catalog[kind] = entry
     return vllm, catalog
 

@@ -32,7 +32,7 @@ def _run(cmd: list[str], cwd: Path, extra: dict[str, str], timeout: int = 1200) 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_all_kinds_package_passes_its_suite(target: str, rendered, tmp_path: Path) -> None:
-    """One package with every kind of the target: its own suite and lint, as its author runs them."""
+    """A package with every kind of the target: its own suite and lint, as its author runs them."""
     env = envs.ensure(target)
     project = rendered(kinds=kinds_for(target), vllm_target=target)
     paths = envs.install_overlay(env, project, tmp_path / "site")
@@ -57,9 +57,20 @@ def test_each_kind_alone(target: str, rendered, tmp_path: Path) -> None:
         paths = envs.install_overlay(env, project, site)
     # The in-process tests of every package in one session; the fresh-process ones via DRIVER.
     _run(
-        [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
-         "-k", "not fresh_vllm_process", *[str(p / "tests") for p in projects]],
-        tmp_path, paths,
+        [
+            str(env.python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--import-mode=importlib",
+            "-k",
+            "not fresh_vllm_process",
+            *[str(p / "tests") for p in projects],
+        ],
+        tmp_path,
+        paths,
     )
     for group in ("loaders", "idempotency"):
         out = _run([str(env.python), str(DRIVER), group, *map(str, projects)], tmp_path, paths)

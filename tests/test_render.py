@@ -57,8 +57,16 @@ def test_render(case: tuple[str, tuple[str, ...]], rendered) -> None:
     for group, eps in expected.items():
         assert set(declared[group]) == set(eps), group
         for name, value in declared[group].items():
-            fmt = CATALOG[name.removeprefix(f"{package}_")]["entry_point"]["value"] if name != package else "{module}:{attr}"
-            pattern = re.escape(fmt).replace(r"\{module\}", r"[a-z_][a-z0-9_.]*").replace(r"\{attr\}", r"[A-Za-z_]\w*")
+            fmt = (
+                CATALOG[name.removeprefix(f"{package}_")]["entry_point"]["value"]
+                if name != package
+                else "{module}:{attr}"
+            )
+            pattern = (
+                re.escape(fmt)
+                .replace(r"\{module\}", r"[a-z_][a-z0-9_.]*")
+                .replace(r"\{attr\}", r"[A-Za-z_]\w*")
+            )
             assert re.fullmatch(pattern, value), (group, name, value, fmt)
 
     # One module and one test per kind, plus the general plugin when a registry kind is chosen.
@@ -73,7 +81,9 @@ def test_render(case: tuple[str, tuple[str, ...]], rendered) -> None:
     from conftest import VLLM
 
     series = VLLM["latest"] if target == "latest" else target
-    assert pyproject["project"]["optional-dependencies"]["vllm"] == [VLLM["targets"][series]["requirement"]]
+    assert pyproject["project"]["optional-dependencies"]["vllm"] == [
+        VLLM["targets"][series]["requirement"]
+    ]
 
     # Generated code passes its own lint config.
     for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):

