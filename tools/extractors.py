@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -29,9 +30,19 @@ HTTP_DECORATORS = {
     "websocket": "WEBSOCKET",
     "api_route": None,  # methods= says which
 }
-ROUTE_CALLS = {"add_api_route": "GET", "add_websocket_route": "WEBSOCKET", "add_route": "GET", "mount": "MOUNT"}
+ROUTE_CALLS = {
+    "add_api_route": "GET",
+    "add_websocket_route": "WEBSOCKET",
+    "add_route": "GET",
+    "mount": "MOUNT",
+}
 # Starlette route objects built directly, e.g. `Mount("/metrics", app)` appended to app.routes.
-ROUTE_CLASSES = {"Mount": "MOUNT", "Route": "GET", "APIRoute": "GET", "WebSocketRoute": "WEBSOCKET"}
+ROUTE_CLASSES = {
+    "Mount": "MOUNT",
+    "Route": "GET",
+    "APIRoute": "GET",
+    "WebSocketRoute": "WEBSOCKET",
+}
 
 
 def _names(value: object) -> list[str]:
@@ -57,10 +68,9 @@ def _files(wheel: Wheel, pattern: str) -> list[str]:
 
 def _memo(wheel: Wheel, key: tuple[object, ...], compute: Callable[[], Any]) -> Any:
     # Several fields of one kind come from one scan of the tree: scan once per wheel.
-    store: dict[tuple[object, ...], Any] = wheel.__dict__.setdefault("_extract_memo", {})
-    if key not in store:
-        store[key] = compute()
-    return store[key]
+    if key not in wheel.memo:
+        wheel.memo[key] = compute()
+    return wheel.memo[key]
 
 
 def nothing() -> Values:
@@ -136,7 +146,9 @@ def entry_point_names(group: str) -> Values:
 
 def has_symbol(path: str, symbol: str) -> Callable[[Wheel], bool]:
     """True when `symbol` is defined in `path`: decides whether a kind exists in a target."""
-    return lambda wheel: wheel.has(path) and pyread.find_symbol(wheel.tree(path), symbol) is not None
+    return lambda wheel: (
+        wheel.has(path) and pyread.find_symbol(wheel.tree(path), symbol) is not None
+    )
 
 
 def _class(wheel: Wheel, path: str, cls: str) -> ast.ClassDef:
@@ -169,7 +181,10 @@ def _enum_refs(wheel: Wheel, path: str, function: str, enum_path: str, enum: str
     refs = {
         n.attr
         for n in ast.walk(node)
-        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == enum and n.attr in members
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == enum
+        and n.attr in members
     }
     return sorted(refs)
 
@@ -198,7 +213,9 @@ def _decorated(wheel: Wheel, module: str, cls: str) -> list[tuple[str, str, str]
         if needle not in wheel.text(path):
             continue
         tree = wheel.tree(path)
-        aliases = {local for local, orig in pyread.imported_from(tree, module).items() if orig == cls}
+        aliases = {
+            local for local, orig in pyread.imported_from(tree, module).items() if orig == cls
+        }
         if pyread.module_of(path) == module:
             aliases.add(cls)
         for node in ast.walk(tree):
@@ -234,7 +251,11 @@ def decorated(module: str, cls: str, field: str) -> Values:
             return {name: entries[0][0] for name, entries in by_class.items()}
         if field == "modules":
             return {name: entries[0][1] for name, entries in by_class.items()}
-        dupes = {name: sorted(m for _, m in entries) for name, entries in by_class.items() if len(entries) > 1}
+        dupes = {
+            name: sorted(m for _, m in entries)
+            for name, entries in by_class.items()
+            if len(entries) > 1
+        }
         return dupes or None
 
     return run
@@ -275,10 +296,17 @@ def _route(node: ast.Call, default: str | None) -> tuple[str, list[str]] | None:
         return None
     methods_kw = next((k.value for k in node.keywords if k.arg == "methods"), None)
     if isinstance(methods_kw, ast.List | ast.Tuple | ast.Set):
-        methods = [e.value.upper() for e in methods_kw.elts if isinstance(e, ast.Constant)]
+        methods = [str(e.value).upper() for e in methods_kw.elts if isinstance(e, ast.Constant)]
     else:
         methods = [default or "GET"]
     return path, methods
+
+
+# A cheap text filter before parsing: only files that may register a route are parsed.
+_ROUTE_HINT = re.compile(
+    r"\b(app|\w*router)\s*\.\s*(" + "|".join([*HTTP_DECORATORS, *ROUTE_CALLS]) + r")\s*\("
+    r"|\b(" + "|".join(ROUTE_CLASSES) + r")\s*\("
+)
 
 
 def _routes(wheel: Wheel, prefix: str) -> dict[str, list[str]]:
@@ -286,8 +314,14 @@ def _routes(wheel: Wheel, prefix: str) -> dict[str, list[str]]:
     `app.mount("/x")` calls whose receiver is named `app` or `...router`, and `Mount("/x")`."""
     found: dict[str, set[str]] = {}
     for path in wheel.py_files(prefix):
+        if not _ROUTE_HINT.search(wheel.text(path)):
+            continue
         for node in ast.walk(wheel.tree(path)):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ROUTE_CLASSES:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ROUTE_CLASSES
+            ):
                 route = _route(node, ROUTE_CLASSES[node.func.id])
                 if route:
                     found.setdefault(route[0], set()).update(route[1])

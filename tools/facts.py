@@ -37,7 +37,9 @@ class Catalog:
 def load_catalog(root: Path) -> Catalog:
     vllm = yaml.safe_load((root / "vllm.yml").read_text())
     catalog = Catalog(root=root, vllm=vllm)
-    for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
+    for folder in sorted(
+        p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
+    ):
         catalog.folders.append(folder.name)
         kind_yml = folder / "kind.yml"
         if kind_yml.is_file():
@@ -58,8 +60,9 @@ def _fmt(value: object) -> str:
 
 
 def _closest(wanted: str, candidates: list[str]) -> str:
-    best = difflib.get_close_matches(wanted, candidates, n=1, cutoff=0.6)
-    return f" (renamed? closest: {best[0]})" if best else ""
+    # Up to three guesses: the most similar existing name is not always the renamed one.
+    best = difflib.get_close_matches(wanted, candidates, n=3, cutoff=0.6)
+    return f" (renamed? closest: {', '.join(best)})" if best else ""
 
 
 # -- describing one definition ---------------------------------------------------------------
@@ -112,24 +115,38 @@ def check_fact(kind: str, fact: dict[str, Any], wheel: Wheel) -> list[str]:
     path, symbol = str(fact.get("path")), str(fact.get("symbol"))
     head = f"kind {kind}: fact {symbol} ({path}): "
     if not wheel.has(path):
-        return [head + f"catalog says file {path}, {wheel.label} has no such file" + _closest(path, wheel.py_files())]
+        return [
+            head
+            + f"catalog says file {path}, {wheel.label} has no such file"
+            + _closest(path, wheel.py_files())
+        ]
     tree = wheel.tree(path)
     node = pyread.find_symbol(tree, symbol)
     if node is None:
-        return [head + f"catalog says symbol {symbol}, {wheel.label} has no such symbol" + _closest(symbol, pyread.qualnames(tree))]
+        return [
+            head
+            + f"catalog says symbol {symbol}, {wheel.label} has no such symbol"
+            + _closest(symbol, pyread.qualnames(tree))
+        ]
     actual = describe(wheel, path, node)
-    problems = []
+    return [
+        head + f"catalog says {aspect} {_fmt(want)}, {wheel.label} has {_fmt(have)}"
+        for aspect, want, have in _mismatches(fact, actual)
+    ]
+
+
+def _mismatches(fact: dict[str, Any], actual: dict[str, Any]) -> list[tuple[str, object, object]]:
+    """(aspect, catalog value, wheel value) for each of params/abstract/value that differs."""
+    out: list[tuple[str, object, object]] = []
     if "params" in fact:
-        have = actual.get("params")
-        if have is None or _strip_stars(have) != _strip_stars(fact["params"] or []):
-            problems.append(head + f"catalog says params {_fmt(fact['params'] or [])}, {wheel.label} has {_fmt(have)}")
-    if "abstract" in fact:
-        want, have = sorted(fact["abstract"] or []), actual.get("abstract")
-        if have != want:
-            problems.append(head + f"catalog says abstract {_fmt(want)}, {wheel.label} has {_fmt(have)}")
+        want, have = fact["params"] or [], actual.get("params")
+        if have is None or _strip_stars(have) != _strip_stars(want):
+            out.append(("params", want, have))
+    if "abstract" in fact and actual.get("abstract") != sorted(fact["abstract"] or []):
+        out.append(("abstract", sorted(fact["abstract"] or []), actual.get("abstract")))
     if "value" in fact and actual.get("value") != pyread.plain(fact["value"]):
-        problems.append(head + f"catalog says value {_fmt(fact['value'])}, {wheel.label} has {_fmt(actual.get('value'))}")
-    return problems
+        out.append(("value", fact["value"], actual.get("value")))
+    return out
 
 
 def api_entry(entry: dict[str, Any], target: str | None) -> tuple[str, str]:
@@ -147,11 +164,21 @@ def check_api(kind: str, key: str, entry: dict[str, Any], target: str, wheel: Wh
     head = f"kind {kind}: api {key} ({module}.{name}): "
     if wheel.module_path(module) is None:
         modules = [pyread.module_of(p) for p in wheel.py_files()]
-        return [head + f"catalog says module {module}, {wheel.label} has no such module" + _closest(module, modules)]
+        return [
+            head
+            + f"catalog says module {module}, {wheel.label} has no such module"
+            + _closest(module, modules)
+        ]
     if not wheel.exports(module, name):
         path = wheel.module_path(module) or ""
-        names = list(pyread.members(wheel.tree(path).body)) + sorted(pyread.imported_names(wheel.tree(path)))
-        return [head + f"catalog says {module} provides {name}, {wheel.label} has no such name" + _closest(name, names)]
+        names = list(pyread.members(wheel.tree(path).body)) + sorted(
+            pyread.imported_names(wheel.tree(path))
+        )
+        return [
+            head
+            + f"catalog says {module} provides {name}, {wheel.label} has no such name"
+            + _closest(name, names)
+        ]
     return []
 
 
@@ -163,15 +190,24 @@ def resolve_api(wheel: Wheel, module: str, name: str) -> tuple[str, ast.AST] | N
 # -- comparing names ---------------------------------------------------------------------------
 
 
+# How similar a removed and an added name must be to be reported as one rename (difflib ratio):
+# hermes -> hermes2 is 0.92, register_lazy_module -> register_lazy_parser 0.75.
+RENAME_RATIO = 0.7
+
+
 def renames(removed: set[str], added: set[str]) -> list[tuple[str, str]]:
     """Best-guess (old, new) pairs between removed and added names, most similar first."""
     scored = sorted(
-        ((difflib.SequenceMatcher(None, old, new).ratio(), old, new) for old in removed for new in added),
+        (
+            (difflib.SequenceMatcher(None, old, new).ratio(), old, new)
+            for old in removed
+            for new in added
+        ),
         key=lambda t: (-t[0], t[1], t[2]),
     )
     pairs, used_old, used_new = [], set(), set()
     for ratio, old, new in scored:
-        if ratio >= 0.8 and old not in used_old and new not in used_new:
+        if ratio >= RENAME_RATIO and old not in used_old and new not in used_new:
             pairs.append((old, new))
             used_old.add(old)
             used_new.add(new)
@@ -179,7 +215,11 @@ def renames(removed: set[str], added: set[str]) -> list[tuple[str, str]]:
 
 
 def compare_values(
-    old: object, new: object, old_label: str, new_label: str, skip: frozenset[str] = frozenset()
+    old: object,
+    new: object,
+    old_label: str,
+    new_label: str,
+    skip: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Differences between two extracted values (name lists or mappings), one line each,
     without the `kind <id>: <field>: ` prefix. Mapping keys in `skip` (already reported as
@@ -190,7 +230,11 @@ def compare_values(
         keys_old = sorted(k for k in old if k not in skip)
         keys_new = sorted(k for k in new if k not in skip)
         lines = _compare_lists(keys_old, keys_new, old_label, new_label)
-        changed = [f"{k}: {_fmt(old[k])} -> {_fmt(new[k])}" for k in sorted(set(old) & set(new)) if old[k] != new[k]]
+        changed = [
+            f"{k}: {_fmt(old[k])} -> {_fmt(new[k])}"
+            for k in sorted(set(old) & set(new))
+            if old[k] != new[k]
+        ]
         if changed:
             lines.append(f"changed ({old_label} -> {new_label}): " + "; ".join(changed))
         return lines
@@ -204,15 +248,22 @@ def _compare_lists(old: list[str], new: list[str], old_label: str, new_label: st
     added -= {n for _, n in pairs}
     lines = []
     if added:
-        lines.append(f"added in {new_label} ({len(added)}, not in {old_label}): " + ", ".join(sorted(added)))
+        lines.append(
+            f"added in {new_label} ({len(added)}, not in {old_label}): " + ", ".join(sorted(added))
+        )
     if removed:
-        lines.append(f"removed in {new_label} ({len(removed)}, only in {old_label}): " + ", ".join(sorted(removed)))
+        lines.append(
+            f"removed in {new_label} ({len(removed)}, only in {old_label}): "
+            + ", ".join(sorted(removed))
+        )
     for o, n in pairs:
         lines.append(f"renamed (best guess by similarity): {o} ({old_label}) -> {n} ({new_label})")
     return lines
 
 
-def compare_objects(old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str) -> list[str]:
+def compare_objects(
+    old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str
+) -> list[str]:
     """Field-by-field differences of two per-target builtins objects, `<field>: <line>` each.
     A name added to a list field is not repeated for the mappings keyed by it."""
     listed: set[str] = set()
@@ -227,11 +278,14 @@ def compare_objects(old: dict[str, Any], new: dict[str, Any], old_label: str, ne
     return lines
 
 
-def compare_descriptions(old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str) -> list[str]:
+def compare_descriptions(
+    old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str
+) -> list[str]:
     """Signature, abstract-set, value and member changes between two `describe` results."""
     lines = []
     if old.get("params") != new.get("params"):
-        lines.append(f"signature changed: {old_label} {_fmt(old.get('params'))} -> {new_label} {_fmt(new.get('params'))}")
+        before, after = _fmt(old.get("params")), _fmt(new.get("params"))
+        lines.append(f"signature changed: {old_label} {before} -> {new_label} {after}")
     for key in ("abstract", "value"):
         if key in old or key in new:
             for line in compare_values(old.get(key), new.get(key), old_label, new_label):
@@ -241,5 +295,7 @@ def compare_descriptions(old: dict[str, Any], new: dict[str, Any], old_label: st
         lines.append(f"members: {line}")
     for name in sorted(set(old_m) & set(new_m)):
         if old_m[name] != new_m[name]:
-            lines.append(f"member {name} signature changed: {_fmt(old_m[name])} -> {_fmt(new_m[name])}")
+            lines.append(
+                f"member {name} signature changed: {_fmt(old_m[name])} -> {_fmt(new_m[name])}"
+            )
     return lines

