@@ -101,3 +101,20 @@ def test_latest_resolves_to_newest_target(rendered) -> None:
     ]
     answers = (project / ".copier-answers.yml").read_text()
     assert "vllm_target: latest" in answers
+
+
+NAME_SETS = {
+    # Generated code must be formatted whatever the names' lengths: ruff would re-wrap a call
+    # that fits on one line with short names, or split one that overflows with long names.
+    "short": {"project_name": "Pz"},
+    "long": {"project_name": "Abcdefghij Klmnopqrst Uvwxyzabcd"},
+}
+
+
+@pytest.mark.parametrize("names", sorted(NAME_SETS))
+@pytest.mark.parametrize("target", TARGETS)
+def test_generated_code_is_formatted_for_any_name_length(names: str, target: str, rendered) -> None:
+    project = rendered(kinds=kinds_for(target), vllm_target=target, **NAME_SETS[names])
+    for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
