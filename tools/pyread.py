@@ -73,10 +73,14 @@ def _is_accessor(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     )
 
 
-def members(body: list[ast.stmt]) -> dict[str, ast.AST]:
-    """name -> defining node for a module or class body (functions, classes, assignments)."""
+def members(body: list[ast.stmt], annotations: bool = False) -> dict[str, ast.AST]:
+    """name -> defining node for a module or class body (functions, classes, assignments).
+    `annotations` adds bare `x: T` declarations (dataclass fields without a default), which
+    are symbols a fact may name but not attributes the class object has."""
     found: dict[str, ast.AST] = {}
     for stmt in flatten(body):
+        if annotations and isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+            found.setdefault(stmt.target.id, stmt)
         if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             if not (_is_accessor(stmt) and stmt.name in found):
                 found.setdefault(stmt.name, stmt)
@@ -97,7 +101,7 @@ def find_symbol(tree: ast.Module, dotted: str) -> ast.AST | None:
     body: list[ast.stmt] = tree.body
     node: ast.AST | None = None
     for part in dotted.split("."):
-        node = members(body).get(part)
+        node = members(body, annotations=True).get(part)
         if node is None:
             return None
         body = node.body if isinstance(node, ast.ClassDef) else []
@@ -109,7 +113,7 @@ def qualnames(tree: ast.Module) -> list[str]:
     out: list[str] = []
 
     def visit(body: list[ast.stmt], prefix: str) -> None:
-        for name, node in members(body).items():
+        for name, node in members(body, annotations=True).items():
             out.append(prefix + name)
             if isinstance(node, ast.ClassDef):
                 visit(node.body, f"{prefix}{name}.")

@@ -372,8 +372,15 @@ def check_kind_yml(
         problems.append(f"kind {kind}: kind.yml has a builtins: block; {RECIPE_HOME}")
     if not applies(spec, target):
         return problems, 0, 0
-    facts = [f for f in spec.get("facts") or [] if applies(f, target)]
-    api = {k: e for k, e in (spec.get("api") or {}).items() if applies(e, target)}
+    facts = [f for f in spec.get("facts") or [] if isinstance(f, dict) and applies(f, target)]
+    api = {
+        k: e
+        for k, e in (spec.get("api") or {}).items()
+        if isinstance(e, dict) and applies(e, target)
+    }
+    malformed = [f for f in spec.get("facts") or [] if not isinstance(f, dict)]
+    malformed += [k for k, e in (spec.get("api") or {}).items() if not isinstance(e, dict)]
+    problems += [f"kind {kind}: kind.yml entry {m!r} is not a mapping" for m in malformed]
     for fact in facts:
         problems += check_fact(kind, fact, wheel)
     for key, entry in api.items():
