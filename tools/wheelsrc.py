@@ -42,8 +42,9 @@ def _spec_parts(spec: str) -> tuple[str, str]:
 def _find_wheel(directory: Path, spec: str) -> Path | None:
     name, version = _spec_parts(spec)
     # Wheel file names use the normalised distribution name with underscores (PEP 427).
-    dist = re.sub(r"[-_.]+", "_", name).lower()
-    found = sorted(directory.glob(f"{dist}-{version}-*.whl"))
+    # (older wheels keep the project's case, e.g. PyYAML-...: compare in lower case).
+    prefix = re.sub(r"[-_.]+", "_", name).lower() + f"-{version}-"
+    found = sorted(p for p in directory.glob("*.whl") if p.name.lower().startswith(prefix))
     return found[0] if found else None
 
 
