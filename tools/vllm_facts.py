@@ -508,6 +508,8 @@ def cmd_diff(catalog: Catalog, ref_a: str, ref_b: str) -> int:
         if kind in fa and kind in fb:
             lines += [(kind, line) for line in diff_builtins(kind, fa[kind], fb[kind], a, b)]
     lines += diff_catalog(catalog, old, new)
+    # Two facts about one symbol (say, its params and its abstract set) give the same lines.
+    lines = list(dict.fromkeys(lines))
     for _, line in sorted(lines, key=lambda p: catalog.order(p[0])):
         print(line)
     changed = sorted({k for k, _ in lines}, key=catalog.order)
