@@ -16,7 +16,7 @@ TARGET = Path(__file__).resolve().parent.parent / "extensions" / "python-names.j
 
 def build() -> str:
     data = {
-        "generated_by": "python -m tools.python_names (Python %d.%d)" % sys.version_info[:2],
+        "generated_by": f"python -m tools.python_names (Python {sys.version_info[0]}.{sys.version_info[1]})",
         "stdlib": sorted(n for n in sys.stdlib_module_names if not n.startswith("_")),
         "keywords": sorted(keyword.kwlist + keyword.softkwlist),
     }
