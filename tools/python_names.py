@@ -15,8 +15,9 @@ TARGET = Path(__file__).resolve().parent.parent / "extensions" / "python-names.j
 
 
 def build() -> str:
+    version = "{}.{}".format(*sys.version_info[:2])
     data = {
-        "generated_by": f"python -m tools.python_names (Python {sys.version_info[0]}.{sys.version_info[1]})",
+        "generated_by": f"python -m tools.python_names (Python {version})",
         "stdlib": sorted(n for n in sys.stdlib_module_names if not n.startswith("_")),
         "keywords": sorted(keyword.kwlist + keyword.softkwlist),
     }
