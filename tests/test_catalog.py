@@ -1,0 +1,61 @@
+"""Tier 1: the catalog itself is complete and consistent."""
+
+from __future__ import annotations
+
+from conftest import CATALOG, ROOT, VLLM
+
+REQUIRED = {
+    "id",
+    "title",
+    "summary",
+    "mechanism",
+    "targets",
+    "processes",
+    "loaded_when",
+    "switch_on",
+    "duplicate",
+    "trap",
+    "cpu",
+    "api",
+    "facts",
+}
+MECHANISM_KEY = {
+    "general_plugin": "registry",
+    "entry_point": "entry_point",
+    "config_hook": "config_hook",
+}
+
+
+def test_every_kind_folder_is_indexed_and_every_indexed_kind_exists() -> None:
+    folders = {p.parent.name for p in (ROOT / "extensions").glob("*/kind.yml")}
+    assert folders == set(VLLM["kinds"])
+
+
+def test_kind_entries_are_complete() -> None:
+    for kind, entry in CATALOG.items():
+        missing = REQUIRED - set(entry)
+        assert not missing, f"{kind}: missing {sorted(missing)}"
+        assert entry["id"] == kind
+        assert set(entry["targets"]) <= set(VLLM["targets"]), kind
+        assert MECHANISM_KEY[entry["mechanism"]] in entry, kind
+        folder = ROOT / "extensions" / kind
+        for fragment in (
+            "questions.yml",
+            "module.py.jinja",
+            "check.py.jinja",
+            "test_kind.py.jinja",
+        ):
+            assert (folder / fragment).is_file(), f"{kind}: no {fragment}"
+        if entry["mechanism"] == "general_plugin":
+            assert (folder / "register.py.jinja").is_file(), kind
+
+
+def test_every_kind_has_builtins_for_each_of_its_targets() -> None:
+    for kind, entry in CATALOG.items():
+        assert set(entry["targets"]) <= set(entry["builtins"]), kind
+
+
+def test_python_names_are_fresh() -> None:
+    from tools.python_names import TARGET, build
+
+    assert TARGET.read_text() == build(), "run: python -m tools.python_names"
