@@ -1,0 +1,41 @@
+"""Tier 1: docs/questions.md and docs/kinds/*.md are what `python -m tools.docs` writes now.
+
+The pages are generated from the catalog (kind.yml, builtins.json, questions.yml, copier.yml,
+validate.jinja); a change to any of them without regenerating fails here.
+"""
+
+from __future__ import annotations
+
+import re
+
+from conftest import CATALOG
+
+from tools import docs
+
+
+def test_docs_are_up_to_date() -> None:
+    pages = docs.generate()
+    stale = docs.stale(pages)
+    assert not stale, f"stale docs: {stale}; run `{docs.REGENERATE}` and commit docs/"
+
+
+def test_every_kind_and_question_is_documented() -> None:
+    pages = docs.generate()
+    names = {path.name for path in pages}
+    assert {f"{kind}.md" for kind in CATALOG} <= names
+    assert {"questions.md", "README.md"} <= names
+    questions = next(text for path, text in pages.items() if path.name == "questions.md")
+    vllm, catalog = docs.load_catalog()
+    for key, _kind, _spec in docs.load_questions(catalog, list(catalog)):
+        assert f"\n## {key}\n" in questions, key
+    index = next(text for path, text in pages.items() if path.name == "README.md")
+    for kind in CATALOG:
+        assert f"({kind}.md)" in index, kind
+
+
+def test_every_validator_macro_has_a_documented_rule() -> None:
+    """Each public validator macro says its rule, so docs/questions.md can show it."""
+    source = (docs.ROOT / "extensions" / "validate.jinja").read_text()
+    macros = set(re.findall(r"\{%-?\s*macro (\w+)\(", source))
+    validators = {m for m in macros if not m.startswith("_")} - {"first_valid", "kind_help"}
+    assert validators <= set(docs.validator_rules()), validators - set(docs.validator_rules())

@@ -1,0 +1,149 @@
+"""Tier 1: the interactive flow, through the real `copier copy` CLI in a pseudo-terminal.
+
+A plugin author answers identity, vLLM target, then kinds (arrow keys and space in the
+multiselect), then only the chosen kinds' questions. One bad answer is refused with the
+validator's message and asked again. Keys are sent only once their prompt is on screen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import CATALOG, VLLM
+from test_validation import copy_working_tree
+
+pexpect = pytest.importorskip("pexpect")
+
+TIMEOUT = 90  # generous: a loaded CI machine renders slowly
+DOWN, ENTER, CLEAR = "\x1b[B", "\r", "\x15"  # arrow down, enter, ctrl-u (clear the line)
+OLDEST = sorted(VLLM["targets"], key=lambda t: tuple(map(int, t.split("."))))[0]
+
+
+def _copier() -> list[str]:
+    exe = shutil.which("copier")
+    return [exe] if exe else [sys.executable, "-m", "copier"]
+
+
+class Session:
+    """A pty running copier; `answer` waits for a prompt's text, then types."""
+
+    def __init__(self, args: list[str]) -> None:
+        env = {
+            **os.environ,
+            "TERM": "xterm",
+            "PROMPT_TOOLKIT_NO_CPR": "1",  # no cursor-position queries to wait on
+            "COLUMNS": "220",
+            "LINES": "60",
+        }
+        command = _copier()
+        self.child = pexpect.spawn(
+            command[0],
+            command[1:] + args,
+            env=env,
+            dimensions=(60, 220),
+            encoding="utf-8",
+            codec_errors="replace",
+            timeout=TIMEOUT,
+        )
+        self.screen: list[str] = []
+        self.child.logfile_read = self  # keep everything shown, for the failure message
+
+    def write(self, data: str) -> None:  # pexpect's logfile protocol
+        self.screen.append(data)
+
+    def flush(self) -> None:
+        pass
+
+    def text(self) -> str:
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", "".join(self.screen))
+
+    def expect(self, pattern: str) -> None:
+        try:
+            self.child.expect(pattern)
+        except (pexpect.TIMEOUT, pexpect.EOF) as error:
+            raise AssertionError(
+                f"never saw {pattern!r}; screen:\n{self.text()[-3000:]}"
+            ) from error
+
+    def answer(self, prompt: str, keys: str) -> None:
+        self.expect(re.escape(prompt))
+        time.sleep(0.1)  # let prompt_toolkit finish drawing before keys arrive
+        self.child.send(keys)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_working_tree(tmp_path_factory.mktemp("template"))
+
+
+def test_interactive_copy(template: Path, tmp_path: Path) -> None:
+    dst = tmp_path / "acme"
+    kinds = [k for k in VLLM["kinds"] if k in CATALOG and OLDEST in CATALOG[k]["targets"]]
+    assert kinds[:3] == ["general", "model", "tool_parser"], kinds
+    started = time.monotonic()
+    s = Session(["copy", str(template), str(dst)])
+
+    s.answer("Project name", CLEAR + "Acme Parser" + ENTER)
+    # A bad answer: refused with the validator's one line, then asked again.
+    s.answer("Distribution name", CLEAR + "Acme_Parser" + ENTER)
+    s.expect(
+        re.escape(
+            "Validation error for question 'distribution_name': must be a normalized PEP 503"
+            " distribution name (lower-case letters, digits, single hyphens), got 'Acme_Parser'"
+        )
+    )
+    s.child.send(CLEAR + "acme-parser" + ENTER)
+    s.answer("Python import name", ENTER)  # default derived: acme_parser
+    s.answer("One-line description", ENTER)
+    s.answer("Author or maintainer name", CLEAR + "Ada Lovelace" + ENTER)
+    s.answer("Author email", "ada@acme.example" + ENTER)
+    s.answer("License of the generated package", DOWN + ENTER)  # MIT
+    # Target list: latest, then the targets in vllm.yml order; pick the oldest.
+    target_index = 1 + list(VLLM["targets"]).index(OLDEST)
+    s.answer("vLLM release the plugin is written for", DOWN * target_index + ENTER)
+    # Kinds: general is pre-selected; move to tool_parser (third) and select it with space.
+    s.answer("Which vLLM extension points", DOWN * 2 + " " + ENTER)
+    # Only the tool parser's follow-up questions come; its help draws on the catalog.
+    s.answer("[Tool-call parser] Name for", ENTER)
+    s.answer("Text your model writes before", ENTER)
+    s.answer("Text your model writes after", ENTER)
+    s.expect(pexpect.EOF)
+    s.child.close()
+    elapsed = time.monotonic() - started
+
+    screen = s.text()
+    assert s.child.exitstatus == 0, screen[-3000:]
+    assert "model_architecture" not in screen and "Architecture name" not in screen
+    assert "[Tool-call parser]" in screen
+    assert " ".join(CATALOG["tool_parser"]["trap"].split())[:60] in screen
+    # The after-copy message: what was generated and the next three commands.
+    assert "src/acme_parser/tool_parser.py" in screen
+    for command in (f"cd {dst}", 'pip install -e ".[test]"', "pytest"):
+        assert command in screen, command
+
+    answers = yaml.safe_load((dst / ".copier-answers.yml").read_text())
+    assert answers["distribution_name"] == "acme-parser"
+    assert answers["package_name"] == "acme_parser"
+    assert answers["license"] == "MIT"
+    assert answers["vllm_target"] == OLDEST
+    assert answers["kinds"] == ["general", "tool_parser"]
+    assert answers["tool_parser_name"] == "acme_parser"
+    pyproject = tomllib.loads((dst / "pyproject.toml").read_text())
+    assert pyproject["project"]["name"] == "acme-parser"
+    assert pyproject["project"]["authors"] == [
+        {"name": "Ada Lovelace", "email": "ada@acme.example"}
+    ]
+    assert pyproject["project"]["entry-points"]["vllm.general_plugins"] == {
+        "acme_parser": "acme_parser._plugin:register"
+    }
+    assert (dst / "src" / "acme_parser" / "tool_parser.py").is_file()
+    assert not (dst / "src" / "acme_parser" / "model.py").exists()
+    assert elapsed < TIMEOUT, f"interactive copy took {elapsed:.0f} s"
