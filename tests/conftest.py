@@ -18,26 +18,16 @@ from typing import Any
 
 import copier
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def load_catalog() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """(vllm.yml, {kind: kind.yml + builtins}) read the way extensions/catalog.jinja does."""
-    vllm = yaml.safe_load((ROOT / "extensions" / "vllm.yml").read_text())
-    catalog: dict[str, dict[str, Any]] = {}
-    for kind in vllm["kinds"]:
-        folder = ROOT / "extensions" / kind
-        if not (folder / "kind.yml").is_file():
-            continue
-        entry = yaml.safe_load((folder / "kind.yml").read_text())
-        builtins = folder / "builtins.json"
-        entry["builtins"] = (
-            json.loads(builtins.read_text())["targets"] if builtins.is_file() else {}
-        )
-        catalog[kind] = entry
-    return vllm, catalog
+    """(vllm.yml, {kind: catalog entry}): the same data the templates read."""
+    from tools.catalog import build
+
+    data = build()
+    return data["vllm"], data["catalog"]
 
 
 VLLM, CATALOG = load_catalog()

@@ -59,3 +59,9 @@ def test_python_names_are_fresh() -> None:
     from tools.python_names import TARGET, build
 
     assert TARGET.read_text() == build(), "run: python -m tools.python_names"
+
+
+def test_catalog_json_is_fresh() -> None:
+    from tools.catalog import TARGET, render
+
+    assert TARGET.read_text() == render(), "run: python -m tools.catalog"

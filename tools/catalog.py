@@ -1,0 +1,69 @@
+"""Build extensions/catalog.json, the form of the catalog that templates read.
+
+The sources are extensions/vllm.yml, each extensions/<kind>/kind.yml (written by hand) and
+builtins.json (extracted from the wheels by tools.vllm_facts). Jinja would have to parse the
+YAML on every copy with a pure-Python parser, which costs about a second; the same data as
+one JSON file loads in milliseconds. catalog.json is therefore derived, never edited:
+`python -m tools.catalog` rewrites it and tests/test_catalog.py fails when it is stale.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+EXTENSIONS = Path(__file__).resolve().parent.parent / "extensions"
+TARGET = EXTENSIONS / "catalog.json"
+
+
+def _resolve_apis(api: dict[str, Any], targets: list[str]) -> dict[str, dict[str, Any]]:
+    """Per target: {name: {module, name}} with that target's overrides applied."""
+    resolved: dict[str, dict[str, Any]] = {}
+    for target in targets:
+        resolved[target] = {}
+        for name, spec in (api or {}).items():
+            entry = {"module": spec["module"], "name": spec["name"]}
+            entry.update(spec.get(target) or {})
+            resolved[target][name] = entry
+    return resolved
+
+
+def build(extensions: Path = EXTENSIONS) -> dict[str, Any]:
+    """{"vllm": vllm.yml, "catalog": {kind: kind.yml + builtins + apis}} for the indexed kinds."""
+    vllm = yaml.safe_load((extensions / "vllm.yml").read_text())
+    targets = list(vllm["targets"])
+    catalog: dict[str, Any] = {}
+    for kind in vllm["kinds"]:
+        folder = extensions / kind
+        if not (folder / "kind.yml").is_file():
+            continue  # announced in vllm.yml, not written yet
+        entry = yaml.safe_load((folder / "kind.yml").read_text())
+        entry.pop("facts", None)  # read by tools.vllm_facts only
+        builtins = folder / "builtins.json"
+        entry["builtins"] = json.loads(builtins.read_text())["targets"] if builtins.exists() else {}
+        entry["apis"] = _resolve_apis(entry.get("api", {}), targets)
+        catalog[kind] = entry
+    return {"vllm": vllm, "catalog": catalog}
+
+
+def render(extensions: Path = EXTENSIONS) -> str:
+    return json.dumps(build(extensions), sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def write(target: Path = TARGET) -> bool:
+    """Rewrite catalog.json if its content changed (atomically: copier may be reading it)."""
+    text = render(target.parent)
+    if target.exists() and target.read_text() == text:
+        return False
+    tmp = target.with_suffix(".json.tmp")
+    tmp.write_text(text)
+    tmp.replace(target)
+    return True
+
+
+if __name__ == "__main__":
+    changed = write()
+    print(f"{'wrote' if changed else 'unchanged'}: {TARGET} ({TARGET.stat().st_size} bytes)")
