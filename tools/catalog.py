@@ -50,7 +50,9 @@ def build(extensions: Path = EXTENSIONS) -> dict[str, Any]:
 
 
 def render(extensions: Path = EXTENSIONS) -> str:
-    return json.dumps(build(extensions), sort_keys=True, separators=(",", ":")) + "\n"
+    # Insertion order is kept (it is the order of vllm.yml and kind.yml): prompts list choices
+    # in it. YAML loading is deterministic, so the output is too.
+    return json.dumps(build(extensions), separators=(",", ":")) + "\n"
 
 
 def write(target: Path = TARGET) -> bool:
