@@ -1,0 +1,300 @@
+"""Tier 4: `copier update` of generated plugins, as their authors and their CI run it.
+
+Every scenario starts from a generated project committed in git, with the author's work in the
+files the author owns (src/<pkg>/<kind>.py, tests/test_<kind>.py), and checks the ownership
+rules of copier.yml (`_skip_if_exists`, the update-only `_exclude` entries):
+
+- template-owned files follow the update, and equal a fresh copy with the same answers;
+- author-owned files are byte-for-byte what the author left (every author line survives);
+- a kind added on update gets its files; a dropped kind's edited files stay, and the closing
+  message's command lists them;
+- an update without a template change changes nothing;
+- `latest` moves to the newest vLLM target, a pinned target stays until `--data vllm_target=`.
+
+copier runs through its CLI with no terminal, as in CI: the newest copier (this environment's)
+and the oldest the template supports (`_min_copier_version`, in a cached venv).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import copier as copier_api
+import pytest
+import yaml
+from conftest import CATALOG, ROOT, VLLM
+from realvllm import envs
+from update import harness
+from update.harness import Template
+
+pytestmark = pytest.mark.update
+
+KINDS4 = ["general", "model", "tool_parser", "reasoning_parser"]
+MIN_COPIER = yaml.safe_load((ROOT / "copier.yml").read_text().split("\n---", 1)[0])[
+    "_min_copier_version"
+]
+OTHER = sorted(t for t in VLLM["targets"] if t != VLLM["latest"])
+
+
+def test_ownership_patterns_match_exactly_the_kind_files() -> None:
+    """Author-owned = the per-kind files, and nothing else the template writes. A template-owned
+    tests/test_*.py must be negated in copier.yml, or updates would never refresh it."""
+    settings = harness.copier_settings()
+    replay_only = [m[1] for e in settings["_exclude"] if (m := harness.REPLAY_ONLY.fullmatch(e))]
+    assert replay_only == settings["_skip_if_exists"], "_exclude's update-only entries drifted"
+    package = "pkg"
+    for path in sorted((ROOT / "template").rglob("*")):
+        rel = path.relative_to(ROOT / "template").as_posix()
+        out = re.sub(r"\{% if [^%]*%\}(.*?)\{% endif %\}", r"\1", rel.removesuffix(".jinja"))
+        out = out.replace("{{ package_name }}", package)
+        if not path.is_file() or "{% yield" in rel:
+            continue
+        assert not harness.is_author_owned(out, package), (
+            f"template/{rel} is template-owned, yet copier.yml's _skip_if_exists makes it "
+            f"author-owned: add '!{out}' there and to _exclude's update-only entries"
+        )
+    per_kind = [p for p in (ROOT / "template").rglob("*{% yield kind from kinds %}*")]
+    assert len(per_kind) == 2, per_kind
+    for kind in CATALOG:
+        for path in per_kind:
+            rel = path.relative_to(ROOT / "template").as_posix().removesuffix(".jinja")
+            rel = re.sub(r"\{% yield kind from kinds %\}(.*?)\{% endyield %\}", r"\1", rel)
+            out = rel.replace("{{ kind }}", kind).replace("{{ package_name }}", package)
+            assert harness.is_author_owned(out, package), out
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Template]:
+    base = tmp_path_factory.mktemp("template")
+    yield harness.snapshot(base / "vllm-plugin-template")
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def fresh(template: Template, like: Path, dst: Path) -> dict[str, bytes]:
+    """Template-owned files of a fresh copy at HEAD with the answers `like` has recorded."""
+    copier_api.run_copy(
+        str(template.path),
+        dst,
+        data=harness.answers(like),
+        defaults=True,
+        vcs_ref=template.head,
+        quiet=True,
+        unsafe=False,
+    )
+    return harness.template_owned(dst)
+
+
+def assert_same(updated: dict[str, bytes], expected: dict[str, bytes]) -> None:
+    assert sorted(updated) == sorted(expected), "template-owned files differ from a fresh copy"
+    differ = [p for p in expected if updated[p] != expected[p]]
+    assert not differ, f"template-owned files differ from a fresh copy: {differ}"
+
+
+def assert_author_kept(project: Path, before: dict[str, bytes], added: dict[str, list[str]]):
+    after = harness.author_owned(project)
+    for rel, data in before.items():
+        assert rel in after, f"update deleted the author's {rel}"
+        assert after[rel] == data, f"update rewrote the author's {rel}"
+        lines = after[rel].decode().splitlines()
+        missing = [line for line in added.get(rel, []) if line not in lines]
+        assert not missing, f"{rel} lost the author's lines {missing}"
+
+
+def pin(project: Path) -> list[str]:
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    return pyproject["project"]["optional-dependencies"]["vllm"]
+
+
+def requirement(series: str) -> list[str]:
+    return [VLLM["targets"][series]["requirement"]]
+
+
+def test_previous_release_to_head(template: Template, tmp_path: Path) -> None:
+    """A plugin of the previous release, with the author's work, updated to HEAD: the author's
+    files untouched, the template's equal to a fresh copy."""
+    project = tmp_path / "plugin"
+    kinds = harness.RELEASES["releases"][template.previous]["kinds"]
+    harness.copy(template, project, template.previous, kinds=kinds)
+    added = harness.edit_author_files(project)
+    before = harness.author_owned(project)
+    assert len(before) == 2 * len(kinds)
+
+    out = harness.update(project, "HEAD", "--skip-answered")
+
+    assert not harness.conflict_markers(project), out
+    assert_author_kept(project, before, added)
+    assert_same(harness.template_owned(project), fresh(template, project, tmp_path / "fresh"))
+    recorded = yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"]
+    assert template.head.startswith(recorded.rsplit("-g", 1)[-1]), recorded
+    assert "Updated " in out and "Yours, never rewritten" in out, out
+
+
+def test_add_and_drop_kinds_and_latest_moves(template: Template, tmp_path: Path) -> None:
+    """A `latest` plugin of a release whose latest was an older vLLM: the update adds a kind
+    (its files created), drops one (its edited files kept and listed), and moves the pin."""
+    if not template.older_latest:
+        pytest.skip("the template has a single vLLM target")
+    project = tmp_path / "plugin"
+    harness.copy(
+        template, project, template.older_latest, kinds=["general", "model", "tool_parser"]
+    )
+    assert pin(project) == requirement(template.older_latest_series)
+    added = harness.edit_author_files(project)
+    before = harness.author_owned(project)
+
+    out = harness.update(project, "HEAD", kinds=["general", "model", "reasoning_parser"])
+
+    assert not harness.conflict_markers(project), out
+    assert_author_kept(project, before, added)  # tool_parser's files included
+    package = harness.answers(project)["package_name"]
+    expected = fresh(template, project, tmp_path / "fresh")
+    assert_same(harness.template_owned(project), expected)
+    created = harness.author_owned(tmp_path / "fresh")
+    for rel in (f"src/{package}/reasoning_parser.py", "tests/test_reasoning_parser.py"):
+        assert harness.tree(project)[rel] == created[rel], rel
+    assert pin(project) == requirement(VLLM["latest"])
+    assert harness.answers(project)["vllm_target"] == "latest"
+
+    # The closing message prints the command that lists what the dropped kind left behind.
+    command = next(line.strip() for line in out.splitlines() if "git ls-files" in line)
+    listed = subprocess.run(
+        command, shell=True, cwd=project, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert listed == [f"src/{package}/tool_parser.py", "tests/test_tool_parser.py"], out
+
+
+@pytest.fixture(scope="module")
+def moved_target(
+    template: Template, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path, str]:
+    """A plugin pinned to an older target, with the author's work, updated with
+    `--data vllm_target=<latest>`: (project, fresh copy, update output)."""
+    if not OTHER:
+        pytest.skip("the template has a single vLLM target")
+    base = tmp_path_factory.mktemp("moved")
+    project = base / "plugin"
+    harness.copy(template, project, "HEAD", kinds=KINDS4, vllm_target=OTHER[-1])
+    added = harness.edit_author_files(project)
+    before_all = harness.tree(project)
+    before = harness.author_owned(project)
+
+    out = harness.update(project, "HEAD", vllm_target=VLLM["latest"])
+
+    assert not harness.conflict_markers(project), out
+    assert_author_kept(project, before, added)
+    assert_same(harness.template_owned(project), fresh(template, project, base / "fresh"))
+    # Only what the new target requires changed: the old and new template-owned files are two
+    # fresh renders that differ in vllm_target alone, and the pin is among the changes.
+    changed = {p for p, b in harness.tree(project).items() if before_all.get(p) != b}
+    assert {"pyproject.toml", ".copier-answers.yml"} <= changed
+    assert pin(project) == requirement(VLLM["latest"])
+    assert f"vLLM {VLLM['targets'][VLLM['latest']]['version']}" in out, out
+    harness.commit_all(project, "update to the latest target")
+    return project, base / "fresh", out
+
+
+def test_pinned_plugin_moves_only_when_asked(moved_target: tuple[Path, Path, str]) -> None:
+    project, _, out = moved_target
+    assert harness.answers(project)["vllm_target"] == VLLM["latest"]
+    # The message tells the author what the catalog says changed for their kinds.
+    assert f"against {VLLM['targets'][OTHER[-1]]['version']}" in out, out
+
+
+def test_updated_plugin_passes_its_suite_in_real_vllm(
+    moved_target: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """The updated plugin (author's work included) in real vLLM: its own tests and lint."""
+    project, _, _ = moved_target
+    env = envs.ensure(VLLM["latest"])
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    run_env = {
+        **os.environ,
+        **paths,
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        "HF_HUB_OFFLINE": "1",
+    }
+    for cmd in (
+        [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        [str(env.bin / "ruff"), "check", "."],
+        [str(env.bin / "ruff"), "format", "--check", "."],
+    ):
+        proc = subprocess.run(
+            cmd, cwd=project, env=run_env, capture_output=True, text=True, timeout=900
+        )
+        assert proc.returncode == 0, f"{cmd[-1]}:\n{(proc.stdout + proc.stderr)[-4000:]}"
+
+
+def test_no_op_update_with_data_file_and_skip_answered(template: Template, tmp_path: Path) -> None:
+    """examples/answers.yml through --data-file (with a --data override pinning the target);
+    then an update with no template change and no answer change changes no byte."""
+    project = tmp_path / "plugin"
+    pinned = OTHER[-1] if OTHER else VLLM["latest"]
+    harness.copier(
+        "copy",
+        "--defaults",
+        "--vcs-ref",
+        "HEAD",
+        "--data-file",
+        str(ROOT / "examples" / "answers.yml"),
+        "--data",
+        f"vllm_target={pinned}",
+        str(template.path),
+        str(project),
+    )
+    example = yaml.safe_load((ROOT / "examples" / "answers.yml").read_text())
+    recorded = harness.answers(project)
+    assert {k: recorded[k] for k in example} == {**example, "vllm_target": pinned}
+    harness.commit_all(project, "generated")
+    before = harness.tree(project)
+
+    # Every question answered: --skip-answered needs neither --defaults nor a terminal.
+    harness.copier("update", "--skip-answered", "--vcs-ref", "HEAD", cwd=project)
+
+    assert harness.tree(project) == before
+    assert harness.git(project, "status", "--porcelain", "--untracked-files=all") == ""
+    assert pin(project) == requirement(pinned)
+
+    # Without either flag copier would ask again: no terminal, so a clear refusal, no change.
+    proc = harness.copier("update", "--vcs-ref", "HEAD", cwd=project, check=False)
+    assert proc.returncode != 0
+    assert "Interactive session required" in proc.stdout + proc.stderr
+    assert harness.tree(project) == before
+
+
+def test_without_terminal_copier_says_what_to_pass(template: Template, tmp_path: Path) -> None:
+    """No terminal and no --defaults: a clear one-line reason, and nothing written."""
+    dst = tmp_path / "plugin"
+    proc = harness.copier("copy", "--vcs-ref", "HEAD", str(template.path), str(dst), check=False)
+    assert proc.returncode != 0
+    assert "Interactive session required" in proc.stderr + proc.stdout
+    assert "--defaults" in proc.stderr + proc.stdout
+    assert not dst.exists()
+
+
+def test_oldest_supported_copier(template: Template, tmp_path: Path) -> None:
+    """_min_copier_version does the previous-release update with a kind added and one dropped,
+    to the same result as the newest copier's fresh copy."""
+    project = tmp_path / "plugin"
+    kinds = harness.RELEASES["releases"][template.previous]["kinds"]
+    harness.copy(template, project, template.previous, version=MIN_COPIER, kinds=kinds[:3])
+    added = harness.edit_author_files(project)
+    before = harness.author_owned(project)
+    dropped, new = kinds[2], kinds[3]
+
+    out = harness.update(project, "HEAD", version=MIN_COPIER, kinds=[*kinds[:2], new])
+
+    assert not harness.conflict_markers(project), out
+    assert_author_kept(project, before, added)
+    package = harness.answers(project)["package_name"]
+    assert (project / "src" / str(package) / f"{dropped}.py").is_file()
+    assert (project / "tests" / f"test_{new}.py").is_file()
+    assert_same(harness.template_owned(project), fresh(template, project, tmp_path / "fresh"))
+    version = harness.copier("--version", version=MIN_COPIER).stdout
+    assert re.search(rf"\b{re.escape(MIN_COPIER)}\b", version), version
