@@ -200,10 +200,18 @@ def moved_target(
 
 
 def test_pinned_plugin_moves_only_when_asked(moved_target: tuple[Path, Path, str]) -> None:
+    """The target moved with --data (checked in the fixture); a plain update then keeps the pin
+    and, with no template change, changes no byte of a project full of the author's work."""
     project, _, out = moved_target
     assert harness.answers(project)["vllm_target"] == VLLM["latest"]
     # The message tells the author what the catalog says changed for their kinds.
     assert f"against {VLLM['targets'][OTHER[-1]]['version']}" in out, out
+    before = harness.tree(project)
+
+    harness.update(project, "HEAD")
+
+    assert harness.tree(project) == before
+    assert harness.git(project, "status", "--porcelain", "--untracked-files=all") == ""
 
 
 def test_updated_plugin_passes_its_suite_in_real_vllm(
