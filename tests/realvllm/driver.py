@@ -24,7 +24,7 @@ def main(group: str, projects: list[str]) -> None:
         assert spec and spec.loader
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        if hasattr(module, group):
+        if hasattr(module, group):  # idempotency exists only with a general plugin
             prepared.append((Path(project).name, getattr(module, group)()))
     result: dict[str, object] = {"ok": [], "failed": {}}
     for project, checks in prepared:
