@@ -17,7 +17,6 @@ REQUIRED = {
     "trap",
     "cpu",
     "api",
-    "facts",
 }
 MECHANISM_KEY = {
     "general_plugin": "registry",
@@ -48,6 +47,14 @@ def test_kind_entries_are_complete() -> None:
             assert (folder / fragment).is_file(), f"{kind}: no {fragment}"
         if entry["mechanism"] == "general_plugin":
             assert (folder / "register.py.jinja").is_file(), kind
+
+
+def test_every_kind_records_facts_for_the_wheel_check() -> None:
+    import yaml
+
+    for kind in CATALOG:
+        entry = yaml.safe_load((ROOT / "extensions" / kind / "kind.yml").read_text())
+        assert entry.get("facts"), f"{kind}: no facts for tools.vllm_facts check"
 
 
 def test_every_kind_has_builtins_for_each_of_its_targets() -> None:
