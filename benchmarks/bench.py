@@ -436,8 +436,8 @@ def bench_importtime(
 def registry_table(
     records: list[dict[str, Any]], probe: dict[str, dict[str, Any]]
 ) -> tuple[str, list[str]]:
-    """Kind x process: vLLM modules the step imported there (0: vLLM had the registry already).
-    Returns the table and the list of (kind, process) cells where the plugin added imports."""
+    """Kind x process: vLLM modules the step imported there (none: vLLM had the registry).
+    Returns the table and one line per (kind, process) where the plugin added imports."""
     by_role: dict[str, list[dict[str, Any]]] = {}
     for r in records:
         by_role.setdefault(role(r), []).append(r)
@@ -448,22 +448,30 @@ def registry_table(
         own = len(info["own"])
         row = [kind]
         for r in roles:
-            cells = []
+            states: set[str] = set()
+            added: list[int] = []
+            times: list[float] = []
             for rec in by_role[r]:
                 step = rec["steps"].get(kind)
                 if step is None:
-                    cells.append("-")
-                    continue
-                if "waits_for" in step:  # @_after_import: runs when vLLM imports the registry
-                    cells.append("waits")
-                    continue
-                added = int(step["new_modules"]) - own
-                if added <= 0:
-                    cells.append("yes")
+                    states.add("-")
+                elif "waits_for" in step:  # @_after_import: runs when vLLM imports the registry
+                    states.add("waits")
+                elif int(step["new_modules"]) - own <= 0:
+                    states.add("yes")
                 else:
-                    cells.append(f"NO +{added} ({step['ms']:.0f} ms)")
-                    extra.append(f"{kind} in {r}: +{added} vLLM modules, {step['ms']:.1f} ms")
-            row.append(cells[0] if len(set(cells)) == 1 else "/".join(cells))
+                    states.add("NO")
+                    added.append(int(step["new_modules"]) - own)
+                    times.append(float(step["ms"]))
+            if added:
+                n = f"{min(added)}" if min(added) == max(added) else f"{min(added)}-{max(added)}"
+                ms = statistics.median(times)
+                states.discard("NO")
+                states.add(f"NO +{n} ({ms:.0f} ms)")
+                extra.append(
+                    f"{kind} in {r}: +{n} vLLM modules, {ms:.1f} ms (median of {len(times)})"
+                )
+            row.append("/".join(sorted(states)))
         row.append(str(own))
         rows.append(row)
     headers = ["registry (kind)", *roles, "own modules"]
