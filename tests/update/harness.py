@@ -81,6 +81,7 @@ def snapshot(dest: Path) -> Template:
     git(dest, *wt, "add", "-A")
     git(dest, *wt, "commit", "-q", "--allow-empty", "--no-verify", "-m", "working tree")
     git(dest, "reset", "-q", "--hard")
+    git(dest, "clean", "-qfdx")  # files the working tree deleted or renamed
     for tag, release in RELEASES["releases"].items():
         try:
             git(dest, "cat-file", "-e", f"{release['commit']}^{{commit}}")
@@ -104,6 +105,9 @@ def snapshot(dest: Path) -> Template:
         git(dest, "commit", "-q", "-am", f"latest was {series}")
         older_latest = git(dest, "rev-parse", "HEAD").strip()
         git(dest, "revert", "--no-edit", "HEAD")
+    # Packed, like any fetched repository: copier clones the template on every run, and a local
+    # clone of ~700 loose objects costs 0.25 s more than one of a pack.
+    git(dest, "repack", "-adq")
     return Template(
         path=dest,
         head=git(dest, "rev-parse", "HEAD").strip(),
