@@ -157,6 +157,16 @@ ROWS: list[Row] = [
     Row("model_architecture", "LlamaForCausalLM", "built-in architecture", MODEL),
     Row("model_architecture", f"My{CYRILLIC_A}Model", "plain ASCII", MODEL),
     Row("model_architecture", "Acme.Model", "CapWords", MODEL),
+    # built-in names asked without choices (builtin_one): refused with the close names
+    Row("model_base", "llama", "close: LLaMAForCausalLM, Llama4ForCausalLM", MODEL),
+    Row("model_base", "BertModel", "built-in text-generation architectures", MODEL),
+    Row(
+        "model_class_override_arch",
+        "qwen2",
+        "close: Qwen2ForCausalLM",
+        {"kinds": ["model_class_override"]},
+    ),
+    Row("kv_cache_dtype_base", "fp9", "built-in KV cache dtypes", {"kinds": ["kv_cache_dtype"]}),
     # tool_parser
     Row("tool_parser_name", builtin("tool_parser"), "built-in tool parser name", TP),
     Row("tool_parser_name", "Acme", "lower-case tool parser name", TP),

@@ -176,12 +176,13 @@ def _messages(validator: str) -> list[str]:
     return found
 
 
-def validation_text(spec: dict[str, Any], rules: dict[str, str]) -> list[str]:
+def validation_text(spec: dict[str, Any], rules: dict[str, str], kind: str = "") -> list[str]:
     lines = []
     validator = spec.get("validator") or ""
     for name in dict.fromkeys(re.findall(r"\b(\w+)\(", validator)):
         if name in rules:
-            lines.append(f"`{name}`: {rules[name]}")
+            where = f" (listed in [{kind}](kinds/{kind}.md#built-in-names-per-target))"
+            lines.append(f"`{name}`: {rules[name]}" + (where if name == "builtin_one" else ""))
     lines += [f"refused with: “{m}”" for m in _messages(validator)]
     if spec.get("choices"):
         lines.append("one of the choices (Copier refuses anything else)")
@@ -192,6 +193,13 @@ def validation_text(spec: dict[str, Any], rules: dict[str, str]) -> list[str]:
 
 
 # ----------------------------------------------------------------------------- formatting
+
+
+def _derived(default: str) -> bool:
+    """Whether a default depends on other answers, beyond the guard that makes a kind's
+    question UNSET when the kind is not chosen (`{{ 'x' if 'kind' in kinds else UNSET }}`)."""
+    guard = r"\{\{ ('[^'{}]*'|true|false) if '\w+' in kinds else UNSET \}\}"
+    return ("{{" in default or "{%" in default) and not re.fullmatch(guard, default)
 
 
 def _code(value: Any) -> str:
@@ -268,7 +276,7 @@ def questions_page(vllm: dict, catalog: dict, items: list[dict], rules: dict) ->
             ("asked", _when(spec, kind)),
         ]
         default = spec.get("default")
-        if isinstance(default, str) and ("{{" in default or "{%" in default):
+        if isinstance(default, str) and _derived(default):
             rows.append(("default", f"derived: {_code(item['default'])} with the other defaults"))
         else:
             rows.append(("default", _code(item["default"])))
@@ -292,7 +300,7 @@ def questions_page(vllm: dict, catalog: dict, items: list[dict], rules: dict) ->
             else:
                 out += ["Choices:\n", *[f"- {v}" for v in values], ""]
         out.append("Validation:\n")
-        out += [f"- {line}" for line in validation_text(spec, rules)]
+        out += [f"- {line}" for line in validation_text(spec, rules, kind or "")]
         if "render_error" in item:
             out.append(f"- (not rendered here: {item['render_error']})")
         out.append("")
