@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from conftest import CATALOG, ROOT, VLLM
 
 REQUIRED = {
@@ -72,3 +74,31 @@ def test_catalog_json_is_fresh() -> None:
     from tools.catalog import TARGET, render
 
     assert TARGET.read_text() == render(), "run: python -m tools.catalog"
+
+
+def test_kind_questions_cost_little_when_their_kind_is_not_chosen() -> None:
+    """Copier renders a skipped question's default (twice), casts it and formats its choices,
+    unless the default is UNSET; and it renders every choice of an asked question on each run.
+    So a kind's questions default to UNSET when the kind is not chosen, and offer at most 12
+    choices (longer lists of built-in names are validated with `builtin_one`)."""
+    import yaml
+
+    for path in sorted(ROOT.glob("extensions/*/questions.yml")):
+        for key, spec in (yaml.safe_load(path.read_text()) or {}).items():
+            kind = path.parent.name
+            assert "UNSET" in str(spec.get("default")), (
+                f"{key}: default must be UNSET unless {kind}"
+            )
+            assert (
+                f"'{kind}' not in kinds" in spec["default"]
+                or f"if '{kind}' in kinds" in (spec["default"])
+            ), f"{key}: the default's UNSET guard must test '{kind}' in kinds"
+            choices = spec.get("choices")
+            if isinstance(choices, list | dict):
+                assert len(choices) <= 12, f"{key}: {len(choices)} choices; use builtin_one"
+            for owner, field in re.findall(
+                r"catalog\.(\w+)\.builtins\[vllm_series\]\.(\w+)", str(choices or "")
+            ):
+                for target, builtins in CATALOG[owner]["builtins"].items():
+                    count = len(builtins.get(field, []))
+                    assert count <= 12, f"{key}: {count} choices in {target}; use builtin_one"
