@@ -170,7 +170,73 @@ def floor_template(dest: Path) -> Path:
     return dest
 
 
-def bench_copier(work: Path, template: harness.Template, runs: int) -> tuple[Pair, Pair]:
+BREAKDOWN = r"""
+import json, shutil, sys, time
+import copier, jinja2
+from copier import _main, _template
+
+spent = dict(files=0.0, strings=0.0, questions=0.0, git_per_file=0.0, clone=0.0)
+compile_ = jinja2.Environment.compile
+
+def timed_compile(self, source, name=None, filename=None, raw=False, defer_init=False):
+    start = time.perf_counter()
+    try:
+        return compile_(self, source, name, filename, raw, defer_init)
+    finally:
+        spent["files" if name else "strings"] += time.perf_counter() - start
+
+def wrap(owner, attr, key):
+    original = getattr(owner, attr)
+    def run(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            spent[key] += time.perf_counter() - start
+    setattr(owner, attr, run)
+
+jinja2.Environment.compile = timed_compile
+wrap(_main.Worker, "_ask", "questions")
+wrap(_main.Worker, "_sync_git_index_executable_bit", "git_per_file")
+wrap(_template, "clone", "clone")  # _template.py imports clone by name
+src, dst, kinds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+start = time.perf_counter()
+copier.run_copy(src, dst, data={"kinds": kinds}, defaults=True, quiet=True, vcs_ref="HEAD")
+spent["total"] = time.perf_counter() - start
+print("BREAKDOWN " + json.dumps(spent))
+"""
+
+BREAKDOWN_ROWS = [
+    ("total", "copier.run_copy, in process (no interpreter start, no copier import)"),
+    ("questions", "answering and validating the questions (their Jinja compiles included)"),
+    ("files", "Jinja compiling the template's files (first use of each)"),
+    ("strings", "Jinja compiling question attributes and paths (from_string)"),
+    ("git_per_file", "copier's `git config` subprocess per written file"),
+    ("clone", "cloning the template"),
+]
+
+
+def copy_breakdown(work: Path, template: harness.Template, kinds: list[str], runs: int) -> str:
+    """Where an all-kinds copy spends its time, in process: medians over `runs` copies."""
+    samples: dict[str, list[float]] = {key: [] for key, _ in BREAKDOWN_ROWS}
+    for n in range(runs + 1):  # the first run warms the page cache
+        dst = work / f"breakdown-{n}"
+        proc = subprocess.run(
+            [sys.executable, "-c", BREAKDOWN, str(template.path), str(dst), json.dumps(kinds)],
+            capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        shutil.rmtree(dst, ignore_errors=True)
+        found = re.search(r"^BREAKDOWN (.*)$", proc.stdout, re.M)
+        if not found:
+            raise RuntimeError(f"breakdown run failed:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+        if n:
+            for key, value in json.loads(found.group(1)).items():
+                samples[key].append(value)
+    rows = [[key, what, f"{statistics.median(samples[key]):.3f} s"] for key, what in BREAKDOWN_ROWS]
+    return table(["part", "what", "median"], rows)
+
+
+def bench_copier(work: Path, template: harness.Template, runs: int) -> tuple[Pair, Pair, Pair]:
     data = build()
     latest = data["vllm"]["latest"]
     kinds = [k for k, entry in data["catalog"].items() if latest in entry["targets"]]
@@ -193,6 +259,12 @@ def bench_copier(work: Path, template: harness.Template, runs: int) -> tuple[Pai
     copies = alternate(
         "copier copy",
         ("all-kinds plugin", copy(template.path, all_kinds)),
+        ("floor (1-file template)", copy(floor, {})),
+        runs,
+    )
+    one_kind = alternate(
+        "copier copy, one kind",
+        ("general plugin only", copy(template.path, {"kinds": ["general"]})),
         ("floor (1-file template)", copy(floor, {})),
         runs,
     )
@@ -223,7 +295,9 @@ def bench_copier(work: Path, template: harness.Template, runs: int) -> tuple[Pai
         ("floor (1-file template)", update(project(floor, "floor-project", {}))),
         runs,
     )
-    return copies, updates
+    print("  where an all-kinds copy spends its time:")
+    print(copy_breakdown(work, template, kinds, max(3, runs // 2)))
+    return copies, one_kind, updates
 
 
 # -- 2. vLLM ------------------------------------------------------------------------------------
@@ -559,9 +633,9 @@ def main(argv: list[str] | None = None) -> int:
         template = harness.snapshot(work / "template")
         if "copier" in parts:
             section("1. copier (CLI, from a committed clone of the template)")
-            copies, updates = bench_copier(work, template, runs)
-            pairs += [copies, updates]
-            print(table(HEADERS, pair_rows([copies, updates])))
+            copies, one_kind, updates = bench_copier(work, template, runs)
+            pairs += [copies, one_kind, updates]
+            print(table(HEADERS, pair_rows([copies, one_kind, updates])))
             targets.append(
                 Target(
                     "copier copy, all kinds (median)",
