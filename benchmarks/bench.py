@@ -170,6 +170,15 @@ def floor_template(dest: Path) -> Path:
     return dest
 
 
+def tagged_json(cmd: list[str], tag: str, env: dict[str, str] | None = None) -> Any:
+    """Run a probe script and return the JSON it printed on its `TAG ...` line."""
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    found = re.search(rf"^{tag} (.*)$", proc.stdout, re.M)
+    if not found:
+        raise RuntimeError(f"{tag} run failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    return json.loads(found.group(1))
+
+
 BREAKDOWN = r"""
 import json, shutil, sys, time
 import copier, jinja2
@@ -221,16 +230,11 @@ def copy_breakdown(work: Path, template: harness.Template, kinds: list[str], run
     samples: dict[str, list[float]] = {key: [] for key, _ in BREAKDOWN_ROWS}
     for n in range(runs + 1):  # the first run warms the page cache
         dst = work / f"breakdown-{n}"
-        proc = subprocess.run(
-            [sys.executable, "-c", BREAKDOWN, str(template.path), str(dst), json.dumps(kinds)],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        cmd = [sys.executable, "-c", BREAKDOWN, str(template.path), str(dst), json.dumps(kinds)]
+        spent = tagged_json(cmd, "BREAKDOWN")
         shutil.rmtree(dst, ignore_errors=True)
-        found = re.search(r"^BREAKDOWN (.*)$", proc.stdout, re.M)
-        if not found:
-            raise RuntimeError(f"breakdown run failed:\n{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
         if n:
-            for key, value in json.loads(found.group(1)).items():
+            for key, value in spent.items():
                 samples[key].append(value)
     rows = [[key, what, f"{statistics.median(samples[key]):.3f} s"] for key, what in BREAKDOWN_ROWS]
     return table(["part", "what", "median"], rows)
@@ -439,15 +443,11 @@ print("PROBE " + json.dumps(report))
 def probe_steps(env: envs.VllmEnv, plugin: Plugin, work: Path) -> dict[str, dict[str, Any]]:
     """Each registration step in a fresh process after `import vllm` alone: the plugin's own
     modules it imports (the same in every process) and the vLLM modules it imports there."""
-    proc = subprocess.run(
+    return tagged_json(
         [str(env.python), "-c", PROBE.format(pkg=plugin.package)],
-        env=vllm_env(plugin.site, work / "probe.vllm-cache"),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    found = re.search(r"^PROBE (.*)$", proc.stdout, re.M)
-    if not found:
-        raise RuntimeError(f"probe failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
-    return json.loads(found.group(1))
+        "PROBE",
+        vllm_env(plugin.site, work / "probe.vllm-cache"),
+    )
 
 
 INSPECTION = r"""
@@ -463,15 +463,8 @@ print("INSPECTION " + json.dumps(sorted(sys.modules)))
 def inspection_imports(env: envs.VllmEnv, work: Path) -> set[str]:
     """The modules vLLM's model-inspection subprocess has imported by its end, without any
     plugin: a registry the plugin imports there early is not extra work if it is in this set."""
-    proc = subprocess.run(
-        [str(env.python), "-c", INSPECTION],
-        env=vllm_env({}, work / "inspection.vllm-cache"),
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    found = re.search(r"^INSPECTION (.*)$", proc.stdout, re.M)
-    if not found:
-        raise RuntimeError(f"inspection probe failed:\n{proc.stderr[-4000:]}")
-    return set(json.loads(found.group(1)))
+    cmd = [str(env.python), "-c", INSPECTION]
+    return set(tagged_json(cmd, "INSPECTION", vllm_env({}, work / "inspection.vllm-cache")))
 
 
 def registry_modules(plugin: Plugin) -> dict[str, list[str]]:
