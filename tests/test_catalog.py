@@ -85,14 +85,11 @@ def test_kind_questions_cost_little_when_their_kind_is_not_chosen() -> None:
 
     for path in sorted(ROOT.glob("extensions/*/questions.yml")):
         for key, spec in (yaml.safe_load(path.read_text()) or {}).items():
-            kind = path.parent.name
-            assert "UNSET" in str(spec.get("default")), (
-                f"{key}: default must be UNSET unless {kind}"
+            kind, default = path.parent.name, str(spec.get("default"))
+            assert "UNSET" in default, f"{key}: default must be UNSET unless {kind}"
+            assert f"'{kind}' not in kinds" in default or f"if '{kind}' in kinds" in default, (
+                f"{key}: the default's UNSET guard must test '{kind}' in kinds"
             )
-            assert (
-                f"'{kind}' not in kinds" in spec["default"]
-                or f"if '{kind}' in kinds" in (spec["default"])
-            ), f"{key}: the default's UNSET guard must test '{kind}' in kinds"
             choices = spec.get("choices")
             if isinstance(choices, list | dict):
                 assert len(choices) <= 12, f"{key}: {len(choices)} choices; use builtin_one"
