@@ -115,12 +115,14 @@ def requirement(series: str) -> list[str]:
     return [VLLM["targets"][series]["requirement"]]
 
 
-def test_previous_release_to_head(template: Template, tmp_path: Path) -> None:
-    """A plugin of the previous release, with the author's work, updated to HEAD: the author's
-    files untouched, the template's equal to a fresh copy."""
+@pytest.mark.parametrize("release", list(harness.RELEASES["releases"]))
+def test_release_to_head(release: str, template: Template, tmp_path: Path) -> None:
+    """A plugin of each recorded release, with the author's work, updated to HEAD: the
+    author's files untouched, the template's equal to a fresh copy, and the message says
+    nothing of kinds removed or of another vLLM target (neither changed)."""
     project = tmp_path / "plugin"
-    kinds = harness.RELEASES["releases"][template.previous]["kinds"]
-    harness.copy(template, project, template.previous, kinds=kinds)
+    kinds = harness.RELEASES["releases"][release]["kinds"]
+    harness.copy(template, project, release, kinds=kinds)
     added = harness.edit_author_files(project)
     before = harness.author_owned(project)
     assert len(before) == 2 * len(kinds)
@@ -133,6 +135,7 @@ def test_previous_release_to_head(template: Template, tmp_path: Path) -> None:
     recorded = yaml.safe_load((project / ".copier-answers.yml").read_text())["_commit"]
     assert template.head.startswith(recorded.rsplit("-g", 1)[-1]), recorded
     assert "Updated " in out and "Yours, never rewritten" in out, out
+    assert "git ls-files" not in out, out
 
 
 def test_add_and_drop_kinds_and_latest_moves(template: Template, tmp_path: Path) -> None:
@@ -161,7 +164,9 @@ def test_add_and_drop_kinds_and_latest_moves(template: Template, tmp_path: Path)
     assert pin(project) == requirement(VLLM["latest"])
     assert harness.answers(project)["vllm_target"] == "latest"
 
-    # The closing message prints the command that lists what the dropped kind left behind.
+    # The closing message prints the command that lists what the dropped kind left behind,
+    # and what differs from the vLLM target the plugin had.
+    assert f"against {VLLM['targets'][template.older_latest_series]['version']}" in out, out
     command = next(line.strip() for line in out.splitlines() if "git ls-files" in line)
     listed = subprocess.run(
         command, shell=True, cwd=project, capture_output=True, text=True, check=True
@@ -206,11 +211,14 @@ def test_pinned_plugin_moves_only_when_asked(moved_target: tuple[Path, Path, str
     assert harness.answers(project)["vllm_target"] == VLLM["latest"]
     # The message tells the author what the catalog says changed for their kinds.
     assert f"against {VLLM['targets'][OTHER[-1]]['version']}" in out, out
+    assert "git ls-files" not in out, out  # no kind was removed
     before = harness.tree(project)
 
-    harness.update(project, "HEAD")
+    again = harness.update(project, "HEAD")
 
     assert harness.tree(project) == before
+    # Neither the kinds nor the target changed: no clean-up lines, no API differences.
+    assert "git ls-files" not in again and " against " not in again, again
     assert harness.git(project, "status", "--porcelain", "--untracked-files=all") == ""
 
 

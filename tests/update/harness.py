@@ -26,6 +26,8 @@ from packaging.version import Version
 from pathspec import PathSpec
 from realvllm.envs import CACHE
 
+from tools import release
+
 ROOT = Path(__file__).resolve().parents[2]
 RELEASES = yaml.safe_load((Path(__file__).parent / "releases.yml").read_text())
 GIT_ENV = {
@@ -82,15 +84,8 @@ def snapshot(dest: Path) -> Template:
     git(dest, *wt, "commit", "-q", "--allow-empty", "--no-verify", "-m", "working tree")
     git(dest, "reset", "-q", "--hard")
     git(dest, "clean", "-qfdx")  # files the working tree deleted or renamed
-    for tag, release in RELEASES["releases"].items():
-        try:
-            git(dest, "cat-file", "-e", f"{release['commit']}^{{commit}}")
-        except RuntimeError as err:
-            raise RuntimeError(
-                f"release {tag} ({release['commit']}) of tests/update/releases.yml is not in "
-                f"this repository's history"
-            ) from err
-        git(dest, "tag", "-f", tag, release["commit"])
+    # The maintainer's own command tags the recorded releases (tools/release.py).
+    release.tag(dest)
     # "latest" a release ago: the same template with `latest` on the previous target, then the
     # working tree again on top, so that HEAD's tree is exactly the working tree.
     vllm_yml = dest / "extensions" / "vllm.yml"
@@ -162,6 +157,8 @@ def copier(
         text=True,
         timeout=300,
     )
+    # copier's warnings (a file the template reads that is missing, ...) reach every user.
+    assert "Warning:" not in proc.stderr, proc.stderr
     if check and proc.returncode:
         raise AssertionError(
             f"copier {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}"
