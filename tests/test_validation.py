@@ -119,9 +119,9 @@ ROWS: list[Row] = [
     Row("package_name", "match", "Python keyword"),
     Row("package_name", "json", "standard-library module"),
     Row("package_name", "test", "standard-library module"),
-    Row("package_name", "vllm", "must not shadow the package"),
-    Row("package_name", "torch", "must not shadow the package"),
-    Row("package_name", "tests", "must not shadow the package"),
+    Row("package_name", "vllm", "must not shadow a package"),
+    Row("package_name", "torch", "must not shadow a package"),
+    Row("package_name", "tests", "must not shadow a package"),
     Row("package_name", "lora_filesystem_resolver", "vLLM itself publishes"),
     Row("package_name", "lora_hf_hub_resolver", "vLLM itself publishes"),
     Row("package_name", "../evil", "path separator"),
@@ -148,12 +148,12 @@ ROWS: list[Row] = [
     Row("author_email", "e" * 250 + "@example.org", "at most 254 characters", shown="e" * 32),
     # vllm_target, kinds
     Row("vllm_target", "0.1", "'0.1' is not in"),
-    Row("kinds", [], "choose at least one kind"),
+    Row("kinds", [], "must name at least one kind"),
     Row("kinds", ["no_such_kind"], "'no_such_kind' is not in"),
     # model
     Row("model_architecture", "llama_arch", "CapWords", MODEL),
     Row("model_architecture", "None", "Python keyword", MODEL),
-    Row("model_architecture", "VllmConfig", "module imports vLLM's class", MODEL),
+    Row("model_architecture", "VllmConfig", "module imports from vLLM", MODEL),
     Row("model_architecture", "LlamaForCausalLM", "built-in architecture", MODEL),
     Row("model_architecture", f"My{CYRILLIC_A}Model", "plain ASCII", MODEL),
     Row("model_architecture", "Acme.Model", "CapWords", MODEL),
@@ -224,6 +224,8 @@ def test_bad_answer_refused(row: Row, template: Path, tmp_path: Path) -> None:
         assert message.startswith(f"Invalid choice for '{row.key}': "), message
     else:
         assert message.startswith(f"Validation error for question '{row.key}': "), message
+        # The documented wording (docs/questions.md): "RULE, got 'VALUE'".
+        assert re.fullmatch(r"Validation error for question '\w+': .+, got .+", message), message
     assert row.fragment in message, message
     shown = row.shown if row.shown is not None else row.value
     if shown and isinstance(shown, str) and shown.strip():
@@ -364,11 +366,11 @@ MACRO_CASES = [
     # vLLM lower-cases --load-format: an upper-case format is unselectable.
     ('registry_name("AcmeFormat", "model_loader", "{t}", "load format")', "lower-case load format"),
     ('registry_name("None", "tool_parser", "{t}", "name", case="any")', "not set"),
-    ('registry_name("HERMES", "tool_parser", "{t}", "name", case="any")', "built-in name 'HERMES'"),
+    ('registry_name("HERMES", "tool_parser", "{t}", "name", case="any")', "built-in name (choose another name), got 'HERMES'"),
     ('distinct("RMSNorm", {"the pluggable_layer name": "rmsnorm"})', "must differ from"),
     ('distinct("RMSNorm", {"an unanswered question": undefined_answer})', ""),
-    ('not_reserved("half", ["float", "half"], "vLLM maps it to a torch dtype")', "must not be"),
-    ('class_name("KVConnectorRole", "kv_connector", "{t}")', "module imports vLLM's class"),
+    ('not_reserved("half", ["float", "half"], "vLLM maps it to a torch dtype")', "must not be a reserved name"),
+    ('class_name("KVConnectorRole", "kv_connector", "{t}")', "module imports from vLLM"),
 ]  # fmt: skip
 
 
