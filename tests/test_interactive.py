@@ -13,6 +13,7 @@ import shutil
 import sys
 import time
 import tomllib
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -174,3 +175,50 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     assert (dst / "src" / "acme_parser" / "tool_parser.py").is_file()
     assert not (dst / "src" / "acme_parser" / "model.py").exists()
     assert elapsed < TIMEOUT, f"interactive copy took {elapsed:.0f} s"
+
+
+def _columns(line: str) -> int:
+    """Terminal columns of `line` (wide characters such as copier's 🎤 take two)."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+MARK = 3  # copier's "🎤 " before a question's first line
+POINTER = 6  # questionary's pointer and check box before a choice ("» ○ ", with margins)
+
+
+@pytest.mark.parametrize("target", list(VLLM["targets"]))
+def test_prompts_fit_80_columns(
+    target: str, template: Path, tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """Every question of an all-kinds copy, as copier hands it to questionary: each help line
+    fits 80 columns (the first one beside copier's mark), each choice fits on one line, and
+    the intro says how typing meets a shown default."""
+    import copier
+    import copier._main
+
+    kinds = [k for k in VLLM["kinds"] if k in CATALOG and target in CATALOG[k]["targets"]]
+    asked: list[dict] = []
+
+    def prompt(questions: list[dict], answers: dict) -> dict:
+        question = questions[0]
+        asked.append(question)
+        name = question["name"]
+        return {name: {"kinds": kinds, "vllm_target": target}.get(name, answers[name])}
+
+    monkeypatch.setattr(copier._main, "unsafe_prompt", prompt)
+    copier.run_copy(str(template), tmp_path / "p", defaults=False, unsafe=False, vcs_ref="HEAD")
+    intro = capsys.readouterr().err.split("\n\n")[0]
+
+    assert "Ctrl-U" in intro and "typing adds to it" in intro, intro
+    too_wide = [line for line in intro.splitlines() if _columns(line) > 80]
+    names = {q["name"] for q in asked}
+    assert {"kinds", "vllm_target"} <= names and len(names) > 30, names
+    for question in asked:
+        for number, line in enumerate(question["message"].rstrip().splitlines()):
+            if _columns(line) + (MARK if number == 0 else 0) > 80:
+                too_wide.append(f"{question['name']}: {line}")
+        for choice in question.get("choices") or []:
+            title = getattr(choice, "title", choice)
+            if _columns(str(title)) + POINTER > 80:
+                too_wide.append(f"{question['name']} choice: {title}")
+    assert not too_wide, "wider than 80 columns:\n" + "\n".join(too_wide)

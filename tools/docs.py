@@ -33,9 +33,9 @@ REGENERATE = "python -m tools.docs"
 
 # kind.yml fields rendered in their own section; the rest goes to "More catalog data".
 KNOWN_FIELDS = {
-    "id", "title", "summary", "mechanism", "targets", "processes", "loaded_when", "switch_on",
-    "duplicate", "trap", "cpu", "registry", "entry_point", "config_hook", "api", "facts",
-    "builtins", "lazy",
+    "id", "title", "summary", "short", "mechanism", "targets", "processes", "loaded_when",
+    "switch_on", "duplicate", "trap", "cpu", "registry", "entry_point", "config_hook", "api",
+    "facts", "builtins", "lazy",
 }  # fmt: skip
 MECHANISMS = {
     "general_plugin": "registered by the package's general plugin (entry-point group "
@@ -217,6 +217,14 @@ def _names(names: list[str], what: str = "names") -> str:
     if len(names) <= COLLAPSE_OVER:
         return f"{len(names)}: {shown}"
     return f"{len(names)} {what}\n\n<details><summary>list</summary>\n\n{shown}\n\n</details>"
+
+
+def _first_paragraph(text: str) -> str:
+    """A help text's question, unwrapped: its lines up to the first indented one (a kind's
+    first question goes on with indented "Loaded in" and "Watch out" paragraphs)."""
+    lines = text.strip().splitlines()
+    end = next((n for n, line in enumerate(lines) if n and line.startswith(" ")), len(lines))
+    return " ".join(line.strip() for line in lines[:end])
 
 
 def _block(text: str) -> str:
@@ -433,7 +441,7 @@ def kind_page(vllm: dict, entry: dict[str, Any], items: list[dict]) -> str:
     ]
     mine = [i for i in items if i["kind"] == kind]
     out += [
-        f"- [`{i['key']}`](../questions.md#{i['key']}): {str(i['help']).strip().splitlines()[0]}"
+        f"- [`{i['key']}`](../questions.md#{i['key']}): {_first_paragraph(str(i['help']))}"
         for i in mine
     ] or ["This kind asks nothing."]
     out.append("")
