@@ -89,6 +89,7 @@ def only_in_some_target() -> tuple[str, str] | tuple[None, None]:
 TP = {"kinds": ["tool_parser"]}
 RP = {"kinds": ["reasoning_parser"]}
 MODEL = {"kinds": ["model"]}
+PLATFORM = {"kinds": ["platform"]}
 LONG = "x" * 5000
 
 ROWS: list[Row] = [
@@ -157,6 +158,10 @@ ROWS: list[Row] = [
     Row("model_architecture", "LlamaForCausalLM", "built-in architecture", MODEL),
     Row("model_architecture", f"My{CYRILLIC_A}Model", "plain ASCII", MODEL),
     Row("model_architecture", "Acme.Model", "CapWords", MODEL),
+    # platform: any case (vLLM's own test names its device DummyDevice), built-ins ignoring case
+    Row("platform_device_name", "Dummy-Device", "letters, digits and underscores", PLATFORM),
+    Row("platform_device_name", "CPU", "built-in platform name", PLATFORM),
+    Row("platform_device_name", "None", "not set", PLATFORM),
     # built-in names asked without choices (builtin_one): refused with the close names
     Row("model_base", "llama", "close: LLaMAForCausalLM, Llama4ForCausalLM", MODEL),
     Row("model_base", "BertModel", "built-in text-generation architectures", MODEL),
@@ -330,14 +335,18 @@ def test_valid_edge_answers_are_accepted(template: Path, tmp_path: Path) -> None
         "author_name": "José Müller",
         "author_email": "jose.mueller+vllm@example.co.uk",
         "vllm_target": OLDEST,
-        "kinds": ["general", "tool_parser"],
+        "kinds": ["general", "tool_parser", "platform"],
         "tool_parser_name": name,  # built in only in newer targets
+        "platform_device_name": "DummyDevice",  # vLLM takes any string (its own test's name)
     }
     worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     answers = worker.answers.combined
     assert answers["distribution_name"] == "json"
     assert answers["package_name"] == "json_plugin"
     assert (tmp_path / "p" / "src" / "json_plugin" / "tool_parser.py").is_file()
+    platform = (tmp_path / "p" / "src" / "json_plugin" / "platform.py").read_text()
+    assert 'DEVICE_NAME = "DummyDevice"' in platform
+    assert 'ENV = "JSON_PLUGIN_PLATFORM"' in platform  # the switch still comes from the package
     assert json.dumps("José Müller")[1:-1] in (tmp_path / "p" / "pyproject.toml").read_text()
 
 
@@ -366,10 +375,10 @@ MACRO_CASES = [
     # vLLM lower-cases --load-format: an upper-case format is unselectable.
     ('registry_name("AcmeFormat", "model_loader", "{t}", "load format")', "lower-case load format"),
     ('registry_name("None", "tool_parser", "{t}", "name", case="any")', "not set"),
-    ('registry_name("HERMES", "tool_parser", "{t}", "name", case="any")', "built-in name (choose another name), got 'HERMES'"),
+    ('registry_name("HERMES", "tool_parser", "{t}", "name", case="any")', "built-in name (choose"),
     ('distinct("RMSNorm", {"the pluggable_layer name": "rmsnorm"})', "must differ from"),
     ('distinct("RMSNorm", {"an unanswered question": undefined_answer})', ""),
-    ('not_reserved("half", ["float", "half"], "vLLM maps it to a torch dtype")', "must not be a reserved name"),
+    ('not_reserved("half", ["float", "half"], "vLLM maps it to a torch dtype")', "a reserved name"),
     ('class_name("KVConnectorRole", "kv_connector", "{t}")', "module imports from vLLM"),
 ]  # fmt: skip
 
