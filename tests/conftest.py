@@ -32,6 +32,11 @@ def load_catalog() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
 
 VLLM, CATALOG = load_catalog()
 TARGETS = list(VLLM["targets"])
+# The newest target with a CPU build (catalog: `cpu_build`): the vLLM that serves on CPU.
+SERVING_TARGET = max(
+    (t for t, spec in VLLM["targets"].items() if spec["cpu_build"]),
+    key=lambda t: tuple(map(int, t.split("."))),
+)
 
 
 def kinds_for(target: str) -> list[str]:

@@ -18,16 +18,12 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from conftest import VLLM
+from conftest import SERVING_TARGET, VLLM
 from realvllm import envs
 
 pytestmark = pytest.mark.real_vllm
 ISOLATED = envs.isolated_pip_env()
-# The newest target with a CPU build: the one a laptop or a CPU runner serves with.
-TARGET = max(
-    (t for t, spec in VLLM["targets"].items() if spec["cpu_build"]),
-    key=lambda t: tuple(map(int, t.split("."))),
-)
+TARGET = SERVING_TARGET  # the vLLM that serves on CPU (conftest)
 SPEC = VLLM["targets"][TARGET]["wheel"]
 
 

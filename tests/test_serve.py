@@ -29,16 +29,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CATALOG, VLLM, kinds_for
+from conftest import CATALOG, SERVING_TARGET, kinds_for
 from realvllm import envs
 from serve import runner, tiny
 
 pytestmark = pytest.mark.serve
-# The newest target with a CPU build (catalog: `cpu_build`): the one vLLM that serves on CPU.
-TARGET = max(
-    (t for t, spec in VLLM["targets"].items() if spec["cpu_build"]),
-    key=lambda t: tuple(map(int, t.split("."))),
-)
+TARGET = SERVING_TARGET  # the vLLM that serves on CPU (conftest)
 PROMPT = "Hello world, this is"  # the generated smoke test's reference prompt
 GREEDY_TOKENS = 8
 SMOKE_TIMEOUT = 1800  # seconds for the generated smoke test's serves, lock waits included
