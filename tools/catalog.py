@@ -10,6 +10,7 @@ one JSON file loads in milliseconds. catalog.json is therefore derived, never ed
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def write(target: Path = TARGET) -> bool:
     text = render(target.parent)
     if target.exists() and target.read_text() == text:
         return False
-    tmp = target.with_suffix(".json.tmp")
+    tmp = target.with_suffix(f".json.{os.getpid()}.tmp")  # one per writer: several may run
     tmp.write_text(text)
     tmp.replace(target)
     return True
