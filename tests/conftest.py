@@ -43,6 +43,15 @@ def kinds_for(target: str) -> list[str]:
     return [k for k in CATALOG if target in CATALOG[k]["targets"]]
 
 
+def instances(project: Path) -> dict[str, str]:
+    """{instance key: module} of a generated project, from its answers file (`_instances`):
+    key is the kind, or kind:name for a kind answered by a list."""
+    import yaml
+
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    return dict(answers["_instances"])
+
+
 def render(dst: Path, **data: Any) -> Path:
     """`copier copy --defaults --data ...` of this working tree (uncommitted changes included)."""
     copier.run_copy(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CATALOG, ROOT, TARGETS, VLLM, kinds_for
+from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for
 
 UNRENDERED = re.compile(
     r"\{[{%]-? *(package_name|distribution_name|project_name|kind\b|catalog|"
@@ -26,17 +26,21 @@ def _id(case: tuple[str, tuple[str, ...]]) -> str:
     return f"{target}-{'all' if len(kinds) > 1 else kinds[0]}"
 
 
-def expected_entry_points(package: str, kinds: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """What pyproject.toml must declare, derived from the catalog alone."""
+def expected_entry_points(package: str, modules: dict[str, str]) -> dict[str, dict[str, str]]:
+    """What pyproject.toml must declare, from the catalog and the instances' modules: the
+    general plugin's entry point, and one per instance of an entry-point kind, named
+    <package>_<module>."""
     groups: dict[str, dict[str, str]] = {}
+    kinds = {key.partition(":")[0] for key in modules}
     if any(CATALOG[k]["mechanism"] == "general_plugin" for k in kinds):
         groups["vllm.general_plugins"] = {package: f"{package}._plugin:register"}
-    for kind in kinds:
+    for key, module in modules.items():
+        kind = key.partition(":")[0]
         ep = CATALOG[kind].get("entry_point")
         if CATALOG[kind]["mechanism"] != "entry_point":
             continue
-        value = ep["value"].replace("{module}", f"{package}.{kind}")
-        groups.setdefault(ep["group"], {})[f"{package}_{kind}"] = value
+        value = ep["value"].replace("{module}", f"{package}.{module}")
+        groups.setdefault(ep["group"], {})[f"{package}_{module}"] = value
     return groups
 
 
@@ -61,16 +65,17 @@ def test_render(case: tuple[str, tuple[str, ...]], rendered) -> None:
 
     # Entry points: exactly the catalog's, in the format each loader expects.
     declared = pyproject["project"].get("entry-points", {})
-    expected = expected_entry_points(package, kinds)
+    modules = instances(project)
+    assert {key.partition(":")[0] for key in modules} == set(kinds), modules
+    expected = expected_entry_points(package, modules)
     assert set(declared) == set(expected)
     for group, eps in expected.items():
         assert set(declared[group]) == set(eps), group
         for name, value in declared[group].items():
-            fmt = (
-                CATALOG[name.removeprefix(f"{package}_")]["entry_point"]["value"]
-                if name != package
-                else "{module}:{attr}"
-            )
+            fmt = "{module}:{attr}"
+            for key, module in modules.items():
+                if name == f"{package}_{module}":
+                    fmt = CATALOG[key.partition(":")[0]]["entry_point"]["value"]
             pattern = (
                 re.escape(fmt)
                 .replace(r"\{module\}", r"[a-z_][a-z0-9_.]*")
@@ -78,11 +83,12 @@ def test_render(case: tuple[str, tuple[str, ...]], rendered) -> None:
             )
             assert re.fullmatch(pattern, value), (group, name, value, fmt)
 
-    # One module and one test per kind, plus the general plugin when a registry kind is chosen.
+    # One module and one test per instance, plus the general plugin when a registry kind is
+    # chosen.
     src = project / "src" / package
-    for kind in kinds:
-        assert (src / f"{kind}.py").is_file()
-        assert (project / "tests" / f"test_{kind}.py").is_file()
+    for module in modules.values():
+        assert (src / f"{module}.py").is_file()
+        assert (project / "tests" / f"test_{module}.py").is_file()
     has_general = "vllm.general_plugins" in expected
     assert (src / "_plugin.py").is_file() == has_general
 

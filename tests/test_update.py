@@ -28,7 +28,7 @@ from pathlib import Path
 import copier as copier_api
 import pytest
 import yaml
-from conftest import CATALOG, ROOT, VLLM
+from conftest import CATALOG, ROOT, VLLM, instances
 from realvllm import envs
 from update import harness
 from update.harness import Template
@@ -43,7 +43,8 @@ OTHER = sorted(t for t in VLLM["targets"] if t != VLLM["latest"])
 
 
 def test_ownership_patterns_match_exactly_the_kind_files() -> None:
-    """Author-owned = the per-kind files, and nothing else the template writes. A template-owned
+    """Author-owned = the per-instance files and switches.py, nothing else the template writes.
+    A template-owned
     tests/test_*.py must be negated in copier.yml, or updates would never refresh it."""
     settings = harness.copier_settings()
     replay_only = [m[1] for e in settings["_exclude"] if (m := harness.REPLAY_ONLY.fullmatch(e))]
@@ -55,17 +56,21 @@ def test_ownership_patterns_match_exactly_the_kind_files() -> None:
         out = out.replace("{{ package_name }}", package)
         if not path.is_file() or "{% yield" in rel:
             continue
+        if out == f"src/{package}/switches.py":  # the author's switches, created once
+            assert harness.is_author_owned(out, package), out
+            continue
         assert not harness.is_author_owned(out, package), (
             f"template/{rel} is template-owned, yet copier.yml's _skip_if_exists makes it "
             f"author-owned: add '!{out}' there and to _exclude's update-only entries"
         )
-    per_kind = [p for p in (ROOT / "template").rglob("*{% yield kind from kinds %}*")]
-    assert len(per_kind) == 2, per_kind
-    for kind in CATALOG:
-        for path in per_kind:
+    per_instance = [p for p in (ROOT / "template").rglob("*{% yield inst from instances %}*")]
+    assert len(per_instance) == 2, per_instance
+    modules = [*CATALOG, "tool_parser_acme_json", "model_acme_for_causal_lm"]
+    for module in modules:
+        for path in per_instance:
             rel = path.relative_to(ROOT / "template").as_posix().removesuffix(".jinja")
-            rel = re.sub(r"\{% yield kind from kinds %\}(.*?)\{% endyield %\}", r"\1", rel)
-            out = rel.replace("{{ kind }}", kind).replace("{{ package_name }}", package)
+            rel = re.sub(r"\{% yield inst from instances %\}(.*?)\{% endyield %\}", r"\1", rel)
+            out = rel.replace("{{ inst.module }}", module).replace("{{ package_name }}", package)
             assert harness.is_author_owned(out, package), out
 
 
@@ -159,7 +164,8 @@ def test_add_and_drop_kinds_and_latest_moves(template: Template, tmp_path: Path)
     expected = fresh(template, project, tmp_path / "fresh")
     assert_same(harness.template_owned(project), expected)
     created = harness.author_owned(tmp_path / "fresh")
-    for rel in (f"src/{package}/reasoning_parser.py", "tests/test_reasoning_parser.py"):
+    module = instances(project)[next(k for k in instances(project) if k.startswith("reasoning"))]
+    for rel in (f"src/{package}/{module}.py", f"tests/test_{module}.py"):
         assert harness.tree(project)[rel] == created[rel], rel
     assert pin(project) == requirement(VLLM["latest"])
     assert harness.answers(project)["vllm_target"] == "latest"
@@ -310,7 +316,88 @@ def test_oldest_supported_copier(template: Template, tmp_path: Path) -> None:
     assert_author_kept(project, before, added)
     package = harness.answers(project)["package_name"]
     assert (project / "src" / str(package) / f"{dropped}.py").is_file()
-    assert (project / "tests" / f"test_{new}.py").is_file()
+    for key, module in instances(project).items():
+        if key.partition(":")[0] == new:
+            assert (project / "tests" / f"test_{module}.py").is_file()
     assert_same(harness.template_owned(project), fresh(template, project, tmp_path / "fresh"))
     version = harness.copier("--version", version=MIN_COPIER).stdout
     assert re.search(rf"\b{re.escape(MIN_COPIER)}\b", version), version
+
+
+def test_instances_added_and_removed_on_update(template: Template, tmp_path: Path) -> None:
+    """A kind with several instances: an update that adds one creates its module and test; one
+    that removes one keeps its files (the author's code) and lists them; the others untouched."""
+    project = tmp_path / "plugin"
+    harness.copy(template, project, "HEAD", kinds=["general", "tool_parser"],
+                 tool_parser_names=["acme", "beta"])  # fmt: skip
+    assert set(instances(project)) == {"general", "tool_parser:acme", "tool_parser:beta"}
+    added = harness.edit_author_files(project)
+    before = harness.author_owned(project)
+
+    out = harness.update(project, "HEAD", tool_parser_names=["acme", "gamma"])
+
+    assert not harness.conflict_markers(project), out
+    assert_author_kept(project, before, added)  # beta's files included
+    assert_same(harness.template_owned(project), fresh(template, project, tmp_path / "fresh"))
+    package = harness.answers(project)["package_name"]
+    assert (project / "src" / str(package) / "tool_parser_gamma.py").is_file()
+    plugin = (project / "src" / str(package) / "_plugin.py").read_text()
+    assert '"tool_parser:gamma"' in plugin and '"tool_parser:beta"' not in plugin
+    command = next(line.strip() for line in out.splitlines() if "git ls-files" in line)
+    listed = subprocess.run(
+        command, shell=True, cwd=project, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert listed == [f"src/{package}/tool_parser_beta.py", "tests/test_tool_parser_beta.py"]
+
+
+# The author's own edits to the template-owned pyproject.toml: a runtime dependency, a console
+# script and a tool's table (where authors put them: the dependency list, tables at the end).
+PYPROJECT_EDITS = {
+    "dependencies = []": 'dependencies = ["numpy>=1.26"]',
+}
+PYPROJECT_TAIL = """
+[project.scripts]
+acme-info = "acme.cli:main"
+
+[tool.mypy]
+strict = true
+"""
+
+
+def edit_pyproject(project: Path) -> list[str]:
+    path = project / "pyproject.toml"
+    text = path.read_text()
+    for old, new in PYPROJECT_EDITS.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    path.write_text(text.rstrip("\n") + "\n" + PYPROJECT_TAIL)
+    harness.commit_all(project, "the author's packaging")
+    return [*PYPROJECT_EDITS.values(), *filter(None, PYPROJECT_TAIL.splitlines())]
+
+
+@pytest.mark.parametrize("start", [*harness.RELEASES["releases"], "HEAD"])
+def test_author_edits_to_pyproject_survive(start: str, template: Template, tmp_path: Path) -> None:
+    """Every update scenario keeps the author's pyproject.toml edits, without a conflict: from
+    each release to HEAD, and at HEAD with a kind added, an instance added and the target moved."""
+    project = tmp_path / "plugin"
+    kinds = harness.RELEASES["releases"][start]["kinds"] if start != "HEAD" else KINDS4[:3]
+    target = OTHER[-1] if start == "HEAD" and OTHER else "latest"
+    harness.copy(template, project, start, kinds=kinds, vllm_target=target)
+    lines = edit_pyproject(project)
+
+    if start == "HEAD":
+        out = harness.update(
+            project, "HEAD", kinds=[*kinds, "reasoning_parser"], vllm_target=VLLM["latest"],
+            tool_parser_names=["acme", "beta"],
+        )  # fmt: skip
+    else:
+        out = harness.update(project, "HEAD", "--skip-answered")
+
+    assert not harness.conflict_markers(project), out
+    text = (project / "pyproject.toml").read_text()
+    assert [line for line in lines if line not in text.splitlines()] == [], text
+    pyproject = tomllib.loads(text)
+    assert pyproject["project"]["dependencies"] == ["numpy>=1.26"]
+    assert pyproject["project"]["scripts"] == {"acme-info": "acme.cli:main"}
+    assert pyproject["tool"]["mypy"] == {"strict": True}
+    assert pin(project) == requirement(VLLM["latest"])

@@ -172,16 +172,56 @@ ROWS: list[Row] = [
         {"kinds": ["model_class_override"]},
     ),
     Row("kv_cache_dtype_base", "fp9", "built-in KV cache dtypes", {"kinds": ["kv_cache_dtype"]}),
-    # tool_parser
-    Row("tool_parser_name", builtin("tool_parser"), "built-in tool parser name", TP),
-    Row("tool_parser_name", "Acme", "lower-case tool parser name", TP),
-    Row("tool_parser_name", "none", "not set", TP),
-    Row("tool_parser_name", "../acme", "path separator", TP),
-    Row("tool_parser_name", "", "must not be empty", TP),
-    Row("tool_parser_start_tag", "<tool call>", "white space", TP),
-    Row("tool_parser_start_tag", '<tool"call>', "generated docstrings", TP),
-    Row("tool_parser_start_tag", "t" * 33, "at most 32 characters", TP, shown="t" * 32),
-    Row("tool_parser_end_tag", "<tool_call>", "must differ from the start tag", TP),
+    # tool_parser: each element by the kind's rules, named in the message
+    Row("tool_parser_names", [builtin("tool_parser")], "built-in tool parser name", TP),
+    Row("tool_parser_names", ["acme", "Acme"], "element 'Acme' must be a lower-case", TP),
+    Row("tool_parser_names", ["none"], "not set", TP),
+    Row("tool_parser_names", ["../acme"], "path separator", TP),
+    Row("tool_parser_names", [""], "must not be empty", TP),
+    Row("tool_parser_names", [{"name": "a", "start_tag": "<tool call>"}], "start_tag must", TP),
+    Row("tool_parser_names", [{"name": "a", "start_tag": '<t"c>'}], "generated docstrings", TP),
+    Row("tool_parser_names", [{"name": "a", "start_tag": "t" * 33}], "at most 32", TP),
+    Row("tool_parser_names", [{"name": "a", "end_tag": "<tool_call>"}], "differ from the start", TP),
+    # any list answer: its shape, duplicates, collisions, unknown keys, empty
+    Row("tool_parser_names", ["acme", "acme"], "must not name an instance twice", TP, "acme"),
+    Row("tool_parser_names", ["acme", "ACME"], "lower-case", TP),
+    Row("tool_parser_names", [], "must name at least one instance", TP, "[]"),
+    Row("tool_parser_names", [{"name": "a", "colour": "red"}], "only the keys name", TP),
+    Row("tool_parser_names", [3], "must be a name or a mapping", TP, "3"),
+    Row("tool_parser_names", [{"start_tag": "<x>"}], "must have a `name`", TP, ""),
+    Row("tool_parser_names", "acme", "must be a list", TP),
+    Row(
+        "tool_parser_names",
+        ["acme_json", {"name": "acme", "module": "tool_parser_acme_json"}],
+        "must not share its module tool_parser_acme_json.py",
+        TP,
+    ),
+    Row("tool_parser_names", [{"name": "a", "module": "settings"}], "uses for something", TP),
+    Row("tool_parser_names", [{"name": "a", "module": "_a"}], "lower-case Python name", TP),
+    Row("tool_parser_names", ["a", {"name": "b", "class": "AToolParser"}], "share its class", TP),
+    Row("tool_parser_names", [{"name": "a", "class": "my parser"}], "CapWords", TP),
+    # the plugin's own environment, settings and packaging
+    Row("env_prefix", "VLLM_ACME_", "must not start with VLLM_"),
+    Row("env_prefix", "acme_", "upper-case letters"),
+    Row("env_prefix", "ACME", "ending with '_'"),
+    Row("settings", ["lora_dir", "lora_dir"], "must not name a setting twice", {}, "lora_dir"),
+    Row("settings", ["LoraDir"], "lower-case Python name"),
+    Row("settings", [{"name": "n", "type": "list"}], "type must be one of"),
+    Row("settings", [{"name": "n", "type": "int", "default": "4"}], "default must be a int"),
+    Row("settings", [{"name": "n", "colour": 1}], "only the keys name"),
+    Row("settings", ["disable"], "a variable the plugin uses itself"),
+    Row("dependencies", ["vllm>=0.33"], "must not require vllm"),
+    Row("dependencies", ["torch"], "must not require torch"),
+    Row("dependencies", ["numpy", "NumPy>=2"], "must not require a distribution twice", {}, "numpy"),
+    Row("dependencies", ["not a requirement!"], "PEP 508 requirement"),
+    Row("dependencies", "numpy", "must be a list of requirements"),
+    Row("optional_dependencies", {"vllm": ["x"]}, "must not redefine the template's extra"),
+    Row("optional_dependencies", {"Fast": ["x"]}, "extra names must be normalized"),
+    Row("optional_dependencies", {"fast": ["torch"]}, "extra 'fast' element 1 must not"),
+    Row("scripts", {"acme": "acme.cli"}, "object reference"),
+    Row("scripts", {"a b": "acme.cli:main"}, "command names"),
+    Row("entry_points", {"vllm.general_plugins": {"x": "a:b"}}, "must not name vLLM's own group"),
+    Row("entry_points", {"pytest11": {"x": "a b"}}, "object reference"),
     # reasoning_parser
     Row("reasoning_parser_name", builtin("reasoning_parser"), "built-in reasoning parser", RP),
     Row("reasoning_parser_name", "auto", "not set", RP),
@@ -194,7 +234,7 @@ ROWS: list[Row] = [
 if name := new_in_latest("tool_parser"):
     version = VLLM["targets"][LATEST]["version"]
     ROWS.append(
-        Row("tool_parser_name", name, f"vLLM {version}'s built-in", TP | {"vllm_target": LATEST})
+        Row("tool_parser_names", [name], f"vLLM {version}'s built-in", TP | {"vllm_target": LATEST})
     )
 # A kind chosen for a target it does not exist in (only once the catalog has such a kind).
 if (kind_target := only_in_some_target())[0]:
@@ -336,14 +376,14 @@ def test_valid_edge_answers_are_accepted(template: Path, tmp_path: Path) -> None
         "author_email": "jose.mueller+vllm@example.co.uk",
         "vllm_target": OLDEST,
         "kinds": ["general", "tool_parser", "platform"],
-        "tool_parser_name": name,  # built in only in newer targets
+        "tool_parser_names": [name],  # built in only in newer targets
         "platform_device_name": "DummyDevice",  # vLLM takes any string (its own test's name)
     }
     worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     answers = worker.answers.combined
     assert answers["distribution_name"] == "json"
     assert answers["package_name"] == "json_plugin"
-    assert (tmp_path / "p" / "src" / "json_plugin" / "tool_parser.py").is_file()
+    assert (tmp_path / "p" / "src" / "json_plugin" / f"tool_parser_{name}.py").is_file()
     platform = (tmp_path / "p" / "src" / "json_plugin" / "platform.py").read_text()
     assert 'DEVICE_NAME = "DummyDevice"' in platform
     assert 'ENV = "JSON_PLUGIN_PLATFORM"' in platform  # the switch still comes from the package
