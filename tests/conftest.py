@@ -52,6 +52,26 @@ def instances(project: Path) -> dict[str, str]:
     return dict(answers["_instances"])
 
 
+SEVERAL = ROOT / "examples" / "several.yml"
+
+
+def render_file(dst: Path, answers: Path, **data: str) -> Path:
+    """`copier copy --defaults --data-file ANSWERS --data K=V ...` of this working tree, through
+    the CLI, as the example's users run it."""
+    import shutil
+    import subprocess
+    import sys
+
+    exe = shutil.which("copier") or str(Path(sys.executable).with_name("copier"))
+    args = [a for k, v in data.items() for a in ("--data", f"{k}={v}")]
+    cmd = [exe, "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD", "--data-file", str(answers)]
+    proc = subprocess.run(
+        [*cmd, *args, str(ROOT), str(dst)], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return dst
+
+
 def render(dst: Path, **data: Any) -> Path:
     """`copier copy --defaults --data ...` of this working tree (uncommitted changes included)."""
     copier.run_copy(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from conftest import CATALOG, ROOT, VLLM
 
@@ -99,3 +100,30 @@ def test_kind_questions_cost_little_when_their_kind_is_not_chosen() -> None:
                 for target, builtins in CATALOG[owner]["builtins"].items():
                     count = len(builtins.get(field, []))
                     assert count <= 12, f"{key}: {count} choices in {target}; use builtin_one"
+
+
+def test_every_kind_says_how_many_instances_a_plugin_may_have() -> None:
+    """A kind is answered by a list (`instances`: several per plugin), or says why vLLM allows
+    only one per process (`once`). A list kind's answer, legacy keys and details are coherent:
+    its list question exists, its old single answers are no longer questions, and its
+    instance.jinja has the two macros the list's default and validator call."""
+    import yaml
+
+    questions: dict[str, Any] = {}
+    for path in sorted(ROOT.glob("extensions/*/questions.yml")):
+        questions.update(yaml.safe_load(path.read_text()) or {})
+    for kind, entry in CATALOG.items():
+        spec, once = entry.get("instances"), entry.get("once")
+        assert bool(spec) != bool(once), f"{kind}: exactly one of `instances` and `once`"
+        if once:
+            continue
+        assert spec["answer"] in questions, f"{kind}: no question {spec['answer']}"
+        assert questions[spec["answer"]]["type"] == "yaml", spec["answer"]
+        for old in (spec.get("legacy") or {}).values():
+            assert old not in questions, f"{kind}: {old} is both legacy and a question"
+        assert set(spec.get("legacy") or {}) <= {"name", *(spec.get("details") or {})}, kind
+        assert spec["args"] and set(spec["args"]) <= {
+            "name", "module", "path", "cls", "key", *(spec.get("details") or {})
+        }, kind  # fmt: skip
+        macros = (ROOT / "extensions" / kind / "instance.jinja").read_text()
+        assert "macro default_name(" in macros and "macro check(" in macros, kind

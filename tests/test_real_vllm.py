@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import TARGETS, kinds_for
+from conftest import SEVERAL, TARGETS, instances, kinds_for, render_file
 from realvllm import envs
 
 pytestmark = pytest.mark.real_vllm
@@ -83,3 +83,46 @@ def test_each_kind_alone(target: str, rendered, tmp_path: Path) -> None:
     for project in projects:
         _run([str(env.bin / "ruff"), "check", "."], project, paths)
         _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
+
+
+# What examples/several.yml promises (issue 13): at least this many instances of these kinds.
+SEVERAL_AT_LEAST = {
+    "model": 3,
+    "tool_parser": 2,
+    "reasoning_parser": 2,
+    "kv_connector": 2,
+    "custom_op": 2,
+    "stat_logger": 2,
+    "io_processor": 2,
+    "logits_processor": 2,
+    "endpoint": 2,
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_several_example_passes_its_suite(target: str, tmp_path: Path) -> None:
+    """examples/several.yml through `copier copy --data-file`: every instance checked by vLLM's
+    own loaders in fresh processes (one row each), the switches and settings, each instance's
+    own test, and lint."""
+    env = envs.ensure(target)
+    project = render_file(tmp_path / "several", SEVERAL, vllm_target=target)
+    counts: dict[str, int] = {}
+    for key in instances(project):
+        counts[key.partition(":")[0]] = counts.get(key.partition(":")[0], 0) + 1
+    assert all(counts.get(k, 0) >= n for k, n in SEVERAL_AT_LEAST.items()), counts
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve"]
+    out = _run(cmd, project, paths)
+    assert " passed" in out and " failed" not in out, out[-3000:]
+    loaders = _run([str(env.python), str(project / "tests" / "vllm_checks.py"), "loaders"],
+                   project, paths)  # fmt: skip
+    result = json.loads(out_line(loaders))
+    assert not result["failed"], result["failed"]
+    expected = {key for key in instances(project)} | {"lazy"}
+    assert set(result["ok"]) == expected, set(result["ok"]) ^ expected
+    _run([str(env.bin / "ruff"), "check", "."], project, paths)
+    _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
+
+
+def out_line(out: str) -> str:
+    return out.split("VLLM_CHECKS ", 1)[1].splitlines()[0]

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CATALOG, SERVING_TARGET, kinds_for
+import yaml
+from conftest import CATALOG, SERVING_TARGET, SEVERAL, instances, kinds_for, render_file
 from realvllm import envs
 from serve import runner, tiny
 
@@ -142,11 +143,9 @@ def builtin(env: envs.VllmEnv, rendered, model: Path, tmp_path_factory) -> dict[
 
 
 def _endpoint_paths(project: Path) -> list[str]:
-    """The route the generated endpoint plugin serves (its endpoint_path answer)."""
-    answers = (project / ".copier-answers.yml").read_text()
-    found = re.search(r"^endpoint_path: (\S+)$", answers, re.M)
-    assert found, answers
-    return [found.group(1).strip("'\"")]
+    """The routes the generated endpoint plugin serves (its endpoint_paths answer)."""
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    return [el if isinstance(el, str) else el["name"] for el in answers["endpoint_paths"]]
 
 
 def test_builtin_serve_runs_the_general_plugin_in_every_process(builtin) -> None:
@@ -191,6 +190,20 @@ def _run_smoke_test(env: envs.VllmEnv, project: Path, work: Path) -> tuple[str, 
     return out, [json.loads(line) for line in lines]
 
 
+def smoke_outcome(project: Path, out: str) -> tuple[set[str], dict[str, str]]:
+    """(checks that passed, {check: why skipped}) in a generated smoke test's `-rA` output: a
+    check is a kind, or kind:name for an instance of a kind with several."""
+    serves = sorted(_literal(project, "SERVES"), key=len, reverse=True)
+    passed = set()
+    for ident in re.findall(r"^PASSED \S+::test_serve\[(.+)\]$", out, re.M):
+        serve = next(s for s in serves if ident.startswith(s + "-"))
+        passed.add(ident.removeprefix(serve + "-"))
+    skipped = dict(
+        re.findall(r"^SKIPPED \[\d+\] \S+: ([\w:/.-]+?)(?: cannot serve on CPU)?: (.+)$", out, re.M)
+    )
+    return passed, skipped
+
+
 def _literal(project: Path, name: str) -> dict[str, Any]:
     """A module-level constant of the project's generated tests/test_smoke_serve.py."""
     tree = ast.parse((project / "tests" / "test_smoke_serve.py").read_text())
@@ -217,16 +230,39 @@ def test_generated_smoke_test_of_a_plugin_with_every_kind(
     # Every kind is checked in a serve, except those the smoke test itself says it cannot check
     # here (NOT_CHECKED, NOT_ON_CPU), and those are skipped with their reason.
     excused = _literal(every_kind, "NOT_CHECKED") | _literal(every_kind, "NOT_ON_CPU")
-    passed = set(re.findall(r"^PASSED \S+::test_serve\[\w+-(\w+)\]", out, re.M)) & set(kinds)
-    skipped = re.findall(r"^SKIPPED \[\d+\] \S+: (\w+)(?: cannot serve on CPU)?: (.+)$", out, re.M)
-    assert {kind for kind, _ in skipped if kind in kinds} == set(excused), skipped
-    assert passed == set(kinds) - {"general"} - set(excused), (passed, excused)
+    passed, skipped = smoke_outcome(every_kind, out)
+    assert {key for key in skipped if key in kinds} == set(excused), skipped
+    assert passed & set(kinds) == set(kinds) - {"general"} - set(excused), (passed, excused)
     assert " failed" not in out and " error" not in out, out[-8000:]
     # vLLM's own path and the path with every kind in it give the same greedy tokens.
     greedy = {fact["serve"]: fact["greedy"] for fact in report if "greedy" in fact}
     assert greedy, f"the smoke test reported no greedy tokens:\n{out[-4000:]}"
     for serve, tokens in greedy.items():
         assert tokens == builtin["greedy"], (serve, tokens, builtin["greedy"])
+
+
+def test_several_example_serves_every_instance(env: envs.VllmEnv, tmp_path: Path) -> None:
+    """examples/several.yml's own smoke test: every instance of every served kind does its job
+    in a real serve (each architecture serving a checkpoint that names it, each parser on a
+    request, ...), a kind's instances spread over as many serves as it has instances."""
+    project = render_file(tmp_path / "several", SEVERAL, vllm_target=TARGET)
+    out, report = _run_smoke_test(env, project, tmp_path / "work")
+    for fact in report:
+        if "healthy_after" in fact:
+            runner.TIMINGS.append(
+                (f"smoke test of several.yml: {fact['serve']}", fact["healthy_after"])
+            )
+    print("\n".join(line for line in out.splitlines() if line.startswith(("PASSED", "SKIPPED"))))
+    keys = set(instances(project)) - {"general"}
+    excused = _literal(project, "NOT_CHECKED") | _literal(project, "NOT_ON_CPU")
+    passed, skipped = smoke_outcome(project, out)
+    assert passed & keys == keys - set(excused), (sorted(keys - passed), excused)
+    assert set(excused) <= set(skipped), (excused, skipped)
+    architectures = {k for k in keys if k.startswith("model:")}
+    assert len(architectures) >= 3 and architectures <= passed, architectures
+    serves = _literal(project, "SERVES")
+    assert len(serves) >= len(architectures), serves  # a serve per architecture at least
+    assert " failed" not in out and " error" not in out, out[-8000:]
 
 
 @pytest.mark.skipif(os.cpu_count() is None or os.cpu_count() < 2, reason="needs 2 CPU cores")

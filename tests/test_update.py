@@ -155,6 +155,7 @@ def test_add_and_drop_kinds_and_latest_moves(template: Template, tmp_path: Path)
     assert pin(project) == requirement(template.older_latest_series)
     added = harness.edit_author_files(project)
     before = harness.author_owned(project)
+    dropped = next(m for k, m in instances(project).items() if k.startswith("tool_parser"))
 
     out = harness.update(project, "HEAD", kinds=["general", "model", "reasoning_parser"])
 
@@ -177,7 +178,7 @@ def test_add_and_drop_kinds_and_latest_moves(template: Template, tmp_path: Path)
     listed = subprocess.run(
         command, shell=True, cwd=project, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert listed == [f"src/{package}/tool_parser.py", "tests/test_tool_parser.py"], out
+    assert listed == [f"src/{package}/{dropped}.py", f"tests/test_{dropped}.py"], out
 
 
 @pytest.fixture(scope="module")

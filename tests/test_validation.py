@@ -152,26 +152,31 @@ ROWS: list[Row] = [
     Row("kinds", [], "must name at least one kind"),
     Row("kinds", ["no_such_kind"], "'no_such_kind' is not in"),
     # model
-    Row("model_architecture", "llama_arch", "CapWords", MODEL),
-    Row("model_architecture", "None", "Python keyword", MODEL),
-    Row("model_architecture", "VllmConfig", "module imports from vLLM", MODEL),
-    Row("model_architecture", "LlamaForCausalLM", "built-in architecture", MODEL),
-    Row("model_architecture", f"My{CYRILLIC_A}Model", "plain ASCII", MODEL),
-    Row("model_architecture", "Acme.Model", "CapWords", MODEL),
+    Row("model_architectures", ["llama_arch"], "CapWords", MODEL),
+    Row("model_architectures", ["None"], "Python keyword", MODEL),
+    Row("model_architectures", ["VllmConfig"], "module imports from vLLM", MODEL),
+    Row("model_architectures", ["LlamaForCausalLM"], "built-in architecture", MODEL),
+    Row("model_architectures", [f"My{CYRILLIC_A}Model"], "plain ASCII", MODEL),
+    Row("model_architectures", ["Acme.Model"], "CapWords", MODEL),
     # platform: any case (vLLM's own test names its device DummyDevice), built-ins ignoring case
     Row("platform_device_name", "Dummy-Device", "letters, digits and underscores", PLATFORM),
     Row("platform_device_name", "CPU", "built-in platform name", PLATFORM),
     Row("platform_device_name", "None", "not set", PLATFORM),
     # built-in names asked without choices (builtin_one): refused with the close names
-    Row("model_base", "llama", "close: LLaMAForCausalLM, Llama4ForCausalLM", MODEL),
-    Row("model_base", "BertModel", "built-in text-generation architectures", MODEL),
+    Row("model_architectures", [{"name": "A", "base": "llama"}], "close: LLaMAForCausalLM", MODEL),
+    Row("model_architectures", [{"name": "A", "base": "BertModel"}], "text-generation", MODEL),
     Row(
-        "model_class_override_arch",
-        "qwen2",
+        "model_class_override_archs",
+        ["qwen2"],
         "close: Qwen2ForCausalLM",
         {"kinds": ["model_class_override"]},
     ),
-    Row("kv_cache_dtype_base", "fp9", "built-in KV cache dtypes", {"kinds": ["kv_cache_dtype"]}),
+    Row(
+        "kv_cache_dtype_names",
+        [{"name": "a", "base": "fp9"}],
+        "base must be one of",
+        {"kinds": ["kv_cache_dtype"]},
+    ),
     # tool_parser: each element by the kind's rules, named in the message
     Row("tool_parser_names", [builtin("tool_parser")], "built-in tool parser name", TP),
     Row("tool_parser_names", ["acme", "Acme"], "element 'Acme' must be a lower-case", TP),
@@ -181,7 +186,9 @@ ROWS: list[Row] = [
     Row("tool_parser_names", [{"name": "a", "start_tag": "<tool call>"}], "start_tag must", TP),
     Row("tool_parser_names", [{"name": "a", "start_tag": '<t"c>'}], "generated docstrings", TP),
     Row("tool_parser_names", [{"name": "a", "start_tag": "t" * 33}], "at most 32", TP),
-    Row("tool_parser_names", [{"name": "a", "end_tag": "<tool_call>"}], "differ from the start", TP),
+    Row(
+        "tool_parser_names", [{"name": "a", "end_tag": "<tool_call>"}], "differ from the start", TP
+    ),
     # any list answer: its shape, duplicates, collisions, unknown keys, empty
     Row("tool_parser_names", ["acme", "acme"], "must not name an instance twice", TP, "acme"),
     Row("tool_parser_names", ["acme", "ACME"], "lower-case", TP),
@@ -200,6 +207,7 @@ ROWS: list[Row] = [
     Row("tool_parser_names", [{"name": "a", "module": "_a"}], "lower-case Python name", TP),
     Row("tool_parser_names", ["a", {"name": "b", "class": "AToolParser"}], "share its class", TP),
     Row("tool_parser_names", [{"name": "a", "class": "my parser"}], "CapWords", TP),
+    Row("tool_parser_names", ["a" * 45], "at most 48", TP, shown="tool_parser_" + "a" * 45),
     # the plugin's own environment, settings and packaging
     Row("env_prefix", "VLLM_ACME_", "must not start with VLLM_"),
     Row("env_prefix", "acme_", "upper-case letters"),
@@ -212,7 +220,9 @@ ROWS: list[Row] = [
     Row("settings", ["disable"], "a variable the plugin uses itself"),
     Row("dependencies", ["vllm>=0.33"], "must not require vllm"),
     Row("dependencies", ["torch"], "must not require torch"),
-    Row("dependencies", ["numpy", "NumPy>=2"], "must not require a distribution twice", {}, "numpy"),
+    Row(
+        "dependencies", ["numpy", "NumPy>=2"], "must not require a distribution twice", {}, "numpy"
+    ),
     Row("dependencies", ["not a requirement!"], "PEP 508 requirement"),
     Row("dependencies", "numpy", "must be a list of requirements"),
     Row("optional_dependencies", {"vllm": ["x"]}, "must not redefine the template's extra"),
@@ -223,11 +233,13 @@ ROWS: list[Row] = [
     Row("entry_points", {"vllm.general_plugins": {"x": "a:b"}}, "must not name vLLM's own group"),
     Row("entry_points", {"pytest11": {"x": "a b"}}, "object reference"),
     # reasoning_parser
-    Row("reasoning_parser_name", builtin("reasoning_parser"), "built-in reasoning parser", RP),
-    Row("reasoning_parser_name", "auto", "not set", RP),
-    Row("reasoning_parser_name", "acme-think", "lower-case reasoning parser name", RP),
-    Row("reasoning_parser_end_tag", "<think>", "must differ from the start tag", RP),
-    Row("reasoning_parser_start_tag", "", "must not be empty", RP),
+    Row("reasoning_parser_names", [builtin("reasoning_parser")], "built-in reasoning parser", RP),
+    Row("reasoning_parser_names", ["auto"], "not set", RP),
+    Row("reasoning_parser_names", ["acme-think"], "lower-case reasoning parser name", RP),
+    Row(
+        "reasoning_parser_names", [{"name": "a", "end_tag": "<think>"}], "differ from the start", RP
+    ),
+    Row("reasoning_parser_names", [{"name": "a", "start_tag": ""}], "must not be empty", RP),
 ]
 
 # A name vLLM added in the newest target: refused there, with that target's version named.
@@ -329,7 +341,7 @@ def test_every_free_text_question_is_validated(questions: list[dict[str, Any]]) 
         checked.append(q["key"])
     assert not unvalidated, f"free-text questions without a validator: {unvalidated}"
     assert not problems, problems
-    assert {"project_name", "package_name", "tool_parser_name"} <= set(checked)
+    assert {"project_name", "package_name", "env_prefix"} <= set(checked)
 
 
 # ---------------------------------------------------------------------------------- the CLI
@@ -396,13 +408,10 @@ def test_defaults_never_collide_with_builtins(template: Path, tmp_path: Path) ->
     data = {"package_name": package, "kinds": ["model", "tool_parser", "reasoning_parser"]}
     worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     answers = worker.answers.combined
-    assert answers["reasoning_parser_name"] == f"{package}_plugin"
-    for kind, key in (
-        ("reasoning_parser", "reasoning_parser_name"),
-        ("tool_parser", "tool_parser_name"),
-    ):
-        assert answers[key] not in CATALOG[kind]["builtins"][LATEST]["names"]
-    assert answers["model_architecture"] not in CATALOG["model"]["builtins"][LATEST]["names"]
+    assert answers["reasoning_parser_names"] == [f"{package}_plugin"]
+    for kind in ("reasoning_parser", "tool_parser", "model"):
+        (name,) = answers[CATALOG[kind]["instances"]["answer"]]
+        assert name not in CATALOG[kind]["builtins"][LATEST]["names"], (kind, name)
 
 
 # ------------------------------------------------------------- macros kinds are meant to use

@@ -75,18 +75,24 @@ def resolved_api(entry: dict[str, Any], target: str) -> dict[str, str]:
 
 def load_questions(catalog: dict[str, Any], order: list[str]) -> list[tuple[str, str, dict]]:
     """[(key, kind or "", question)] in prompt order: copier.yml, then each kind's file."""
-    head = (ROOT / "copier.yml").read_text().split("\n--- !include", 1)[0]
-    questions = [
-        (key, "", spec)
-        for key, spec in yaml.safe_load(head).items()
-        if not key.startswith("_") and isinstance(spec, dict)
-    ]
+    head, _, tail = (ROOT / "copier.yml").read_text().partition("\n--- !include")
+    tail = tail.partition("\n")[2]  # the documents after the kinds' questions
+
+    def shared(text: str) -> list[tuple[str, str, dict]]:
+        return [
+            (key, "", spec)
+            for doc in yaml.safe_load_all(text)
+            for key, spec in (doc or {}).items()
+            if not key.startswith("_") and isinstance(spec, dict)
+        ]
+
+    questions = shared(head)
     for kind in order:
         path = ROOT / "extensions" / kind / "questions.yml"
         if kind in catalog and path.is_file():
             data = yaml.safe_load(path.read_text()) or {}
             questions += [(key, kind, spec) for key, spec in data.items()]
-    return questions
+    return questions + shared(tail)
 
 
 def validator_rules() -> dict[str, str]:
@@ -145,7 +151,10 @@ def rendered_questions(vllm: dict, catalog: dict, questions: list) -> list[dict[
     env = environment()
     latest = vllm["latest"]
     every_kind = [k for k in vllm["kinds"] if k in catalog and latest in catalog[k]["targets"]]
-    context: dict[str, Any] = {}
+    # What copier adds to a copy's context: no --data, no answers file (`previous` is {}), and
+    # the answers so far (`_copier_answers`, which list defaults read).
+    answers: dict[str, Any] = {}
+    context: dict[str, Any] = {"_copier_conf": {"data": {}}, "_copier_answers": answers}
     out = []
     for key, kind, spec in questions:
         item = {"key": key, "kind": kind, "spec": spec}
@@ -154,6 +163,8 @@ def rendered_questions(vllm: dict, catalog: dict, questions: list) -> list[dict[
         except Exception as error:  # noqa: BLE001 - a doc generator shows the raw text
             default, item["render_error"] = spec.get("default"), str(error)
         context[key] = every_kind if key == "kinds" else default
+        if spec.get("when") is not False:
+            answers[key] = context[key]
         item["default"] = default
         try:
             item["help"] = _render(env, spec.get("help", ""), context) or ""
@@ -183,12 +194,43 @@ def validation_text(spec: dict[str, Any], rules: dict[str, str], kind: str = "")
         if name in rules:
             where = f" (listed in [{kind}](kinds/{kind}.md#built-in-names-per-target))"
             lines.append(f"`{name}`: {rules[name]}" + (where if name == "builtin_one" else ""))
-    lines += [f"refused with: “{m}”" for m in _messages(validator)]
+    if kind and re.search(r'\bcheck\("', validator):
+        lines += _list_rules(kind, rules)
+    else:
+        lines += [f"refused with: “{m}”" for m in _messages(validator)]
     if spec.get("choices"):
         lines.append("one of the choices (Copier refuses anything else)")
     if not lines:
         computed = spec.get("when") is False
         lines.append("not validated (computed from other answers)" if computed else "none")
+    return lines
+
+
+def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
+    """What a kind's list answer checks (extensions/instances.jinja, and the kind's own rules
+    for one instance in extensions/<kind>/instance.jinja)."""
+    spec = yaml.safe_load((ROOT / "extensions" / kind / "kind.yml").read_text())["instances"]
+    details = spec.get("details") or {}
+    keys = ", ".join(f"`{k}`" for k in ["module", "class", *details])
+    lines = [
+        "a YAML list, not empty; each element a name, or a mapping with `name` and any of "
+        f"{keys} (an unknown key, or an element that is neither, is refused)",
+        f"each element's module (default `{kind}_<name in snake case>`, src/<package>/<module>.py)"
+        " is a lower-case Python name shared with no other instance of any kind, and not"
+        " `settings`, `switches` or a kind id; each class (default "
+        f"`{spec['class']}`, {{prefix}} = the name in CapWords) is shared with no other instance",
+        "no name twice (ignoring case)",
+    ]
+    if details:
+        lines.append(
+            "details and their defaults: "
+            + ", ".join(f"`{k}` ({_code(v)})" for k, v in details.items())
+        )
+    own = (ROOT / "extensions" / kind / "instance.jinja").read_text()
+    check = own.partition("macro check(")[2]
+    for name in dict.fromkeys(re.findall(r"\b(\w+)\(", check)):
+        if name in rules:
+            lines.append(f"each element, `{name}`: {rules[name]}")
     return lines
 
 
