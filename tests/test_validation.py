@@ -207,7 +207,7 @@ ROWS: list[Row] = [
     Row("tool_parser_names", [{"name": "a", "module": "_a"}], "lower-case Python name", TP),
     Row("tool_parser_names", ["a", {"name": "b", "class": "AToolParser"}], "share its class", TP),
     Row("tool_parser_names", [{"name": "a", "class": "my parser"}], "CapWords", TP),
-    Row("tool_parser_names", ["a" * 45], "at most 48", TP, shown="tool_parser_" + "a" * 45),
+    Row("tool_parser_names", ["a" * 50], "at most 60", TP, shown="tool_parser_" + "a" * 50),
     # the plugin's own environment, settings and packaging
     Row("env_prefix", "VLLM_ACME_", "must not start with VLLM_"),
     Row("env_prefix", "acme_", "upper-case letters"),
