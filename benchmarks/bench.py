@@ -690,7 +690,7 @@ def main(argv: list[str] | None = None) -> int:
             print(table(HEADERS, pair_rows([copies, one_kind, updates])))
             targets.append(
                 Target(
-                    "copier copy, all kinds (median)",
+                    f"copier copy, {LABEL} (median)",
                     copies.a.cells()[0],
                     "<= 1.00 s",
                     copies.a.median <= 1.0,
@@ -707,7 +707,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             targets.append(
                 Target(
-                    "copier update no-op, all kinds (median)",
+                    f"copier update no-op, {LABEL} (median)",
                     updates.a.cells()[0],
                     "<= 3.00 s",
                     updates.a.median <= 3.0,
