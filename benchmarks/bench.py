@@ -6,7 +6,8 @@
 It prints figures, it asserts nothing (it is not a test). Every A/B figure comes from runs
 alternated A, B, A, B, ... after one warm-up run of each, so that slow drift of the machine
 (other jobs, page cache) hits both sides alike; each side is reported as median, min and max,
-with the ratio of the medians.
+with the ratio of the medians and the median of the pairs' own ratios (the vLLM targets'
+figure: a slow stretch of the machine moves one pair, not a whole side).
 
 1. copier: `copier copy` of the all-kinds plugin (every kind of the catalog's latest target)
    against copier's floor (a one-file template in a temporary git repository), and a no-op
@@ -103,6 +104,13 @@ class Pair:
     def ratio(self) -> float:
         return self.a.median / self.b.median
 
+    @property
+    def pair_ratio(self) -> float:
+        """The median of the runs' own ratios (run i of A over run i of B, taken one after the
+        other): a slow stretch of the machine lands in one pair and moves one ratio, not a
+        side's median."""
+        return statistics.median(a / b for a, b in zip(self.a.samples, self.b.samples, strict=True))
+
 
 @dataclass
 class Target:
@@ -161,6 +169,7 @@ def pair_rows(pairs: list[Pair]) -> list[list[str]]:
                 [p.name if fig is p.a else "", fig.label, *fig.cells(), str(len(fig.samples))]
             )
         rows.append(["", "ratio of medians", f"{p.ratio:.3f}", "", "", ""])
+        rows.append(["", "median of pair ratios", f"{p.pair_ratio:.3f}", "", "", ""])
     return rows
 
 
@@ -728,10 +737,10 @@ def main(argv: list[str] | None = None) -> int:
             vllm_pairs = [helps]
             targets.append(
                 Target(
-                    "vllm serve --help, with/without (ratio)",
-                    f"{helps.ratio:.3f}",
+                    "vllm serve --help, with/without (median pair ratio)",
+                    f"{helps.pair_ratio:.3f}",
                     "<= 1.03",
-                    helps.ratio <= 1.03,
+                    helps.pair_ratio <= 1.03,
                 )
             )
             if serve_pairs:
@@ -740,16 +749,19 @@ def main(argv: list[str] | None = None) -> int:
                 vllm_pairs.append(serves)
                 targets.append(
                     Target(
-                        "vllm serve to healthy, with/without (ratio)",
-                        f"{serves.ratio:.3f}",
+                        "vllm serve to healthy, with/without (median pair ratio)",
+                        f"{serves.pair_ratio:.3f}",
                         "<= 1.03",
-                        serves.ratio <= 1.03,
+                        serves.pair_ratio <= 1.03,
                     )
                 )
             else:
                 targets.append(
                     Target(
-                        "vllm serve to healthy, with/without (ratio)", "skipped", "<= 1.03", None
+                        "vllm serve to healthy, with/without (median pair ratio)",
+                        "skipped",
+                        "<= 1.03",
+                        None,
                     )
                 )
             pairs += vllm_pairs

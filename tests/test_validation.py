@@ -208,6 +208,14 @@ ROWS: list[Row] = [
     Row("tool_parser_names", ["a", {"name": "b", "class": "AToolParser"}], "share its class", TP),
     Row("tool_parser_names", [{"name": "a", "class": "my parser"}], "CapWords", TP),
     Row("tool_parser_names", ["a" * 50], "at most 60", TP, shown="tool_parser_" + "a" * 50),
+    # stand_down: a boolean, on the kinds whose registry vLLM can be asked (model, parsers)
+    Row("tool_parser_names", [{"name": "a", "stand_down": "yes"}], "stand_down` true or false", TP),
+    Row(
+        "stat_logger_classes",
+        [{"name": "AcmeLogger", "stand_down": True}],
+        "only the keys name",
+        {"kinds": ["stat_logger"]},
+    ),
     # the plugin's own environment, settings and packaging
     Row("env_prefix", "VLLM_ACME_", "must not start with VLLM_"),
     Row("env_prefix", "acme_", "upper-case letters"),

@@ -211,7 +211,8 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
     for one instance in extensions/<kind>/instance.jinja)."""
     spec = yaml.safe_load((ROOT / "extensions" / kind / "kind.yml").read_text())["instances"]
     details = spec.get("details") or {}
-    keys = ", ".join(f"`{k}`" for k in ["module", "class", *details])
+    stand = ["stand_down"] if spec.get("stand_down") else []
+    keys = ", ".join(f"`{k}`" for k in ["module", "class", *stand, *details])
     lines = [
         "a YAML list, not empty; each element a name, or a mapping with `name` and any of "
         f"{keys} (an unknown key, or an element that is neither, is refused)",
@@ -221,6 +222,12 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
         f"`{spec['class']}`, {{prefix}} = the name in CapWords) is shared with no other instance",
         "no name twice (ignoring case)",
     ]
+    if spec.get("stand_down"):
+        lines.append(
+            "`stand_down` (true or false, default false): true makes the instance register"
+            " nothing where the installed vLLM already lists its name (a later release that"
+            f" ships it), asked of `{spec['stand_down']['api']}.{spec['stand_down']['names']}()`"
+        )
     if details:
         lines.append(
             "details and their defaults: "
