@@ -43,6 +43,16 @@ def kinds_for(target: str) -> list[str]:
     return [k for k in CATALOG if target in CATALOG[k]["targets"]]
 
 
+def solo(kind: str, target: str) -> dict[str, Any]:
+    """The answers of a one-kind plugin, named after its kind so that one-kind plugins install
+    side by side (tier 2) and the tiers share their renders."""
+    return {
+        "kinds": [kind],
+        "vllm_target": target,
+        "project_name": f"Solo {kind.replace('_', ' ')}",
+    }
+
+
 def instances(project: Path) -> dict[str, str]:
     """{instance key: module} of a generated project, from its answers file (`_instances`):
     key is the kind, or kind:name for a kind answered by a list."""

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for
+from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for, solo
 
 UNRENDERED = re.compile(
     r"\{[{%]-? *(package_name|distribution_name|project_name|kind\b|catalog|"
@@ -47,8 +47,12 @@ def expected_entry_points(package: str, modules: dict[str, str]) -> dict[str, di
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
 def test_render(case: tuple[str, tuple[str, ...]], rendered) -> None:
     target, kinds = case
-    project: Path = rendered(kinds=list(kinds), vllm_target=target)
-    package = "my_vllm_plugin"
+    # A one-kind plugin is tier 2's (solo): rendered once for both tiers.
+    data = (
+        solo(kinds[0], target) if len(kinds) == 1 else {"kinds": list(kinds), "vllm_target": target}
+    )
+    project: Path = rendered(**data)
+    package = yaml.safe_load((project / ".copier-answers.yml").read_text())["package_name"]
 
     # Every file rendered completely; Python parses; TOML parses.
     for path in project.rglob("*"):

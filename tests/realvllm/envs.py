@@ -254,10 +254,11 @@ def ensure(target: str) -> VllmEnv:
     return env
 
 
-def install_overlay(env: VllmEnv, project: Path, dest: Path) -> dict[str, str]:
-    """Install ``project`` into ``dest`` (not into the cached env) and return the environment
-    variables that make ``env``'s Python see it, entry points included (importlib.metadata
-    scans every sys.path entry for dist-info)."""
+def install_overlay(env: VllmEnv, project: Path | list[Path], dest: Path) -> dict[str, str]:
+    """Install ``project`` (or several, in one pip call) into ``dest`` (not into the cached
+    env) and return the environment variables that make ``env``'s Python see it, entry points
+    included (importlib.metadata scans every sys.path entry for dist-info)."""
+    projects = project if isinstance(project, list) else [project]
     _run(
         env.python,
         "-m",
@@ -269,7 +270,7 @@ def install_overlay(env: VllmEnv, project: Path, dest: Path) -> dict[str, str]:
         "--no-build-isolation",
         "--target",
         dest,
-        project,
+        *projects,
     )
     return {"PYTHONPATH": str(dest)}
 
