@@ -104,3 +104,18 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...,
 
     yield get
     shutil.rmtree(base, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Every serve's seconds from start to healthy (tests/test_serve.py puts them in its
+    tests' reports), once each, in the order measured."""
+    seen: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            for key, value in getattr(report, "user_properties", []):
+                if key == "serve_healthy_after":
+                    seen.setdefault(value[0], value[1])
+    if seen:
+        terminalreporter.section("vllm serve: seconds from start to healthy")
+        for name, seconds in seen.items():
+            terminalreporter.write_line(f"{seconds:6.1f}  {name}")

@@ -34,29 +34,23 @@ from conftest import CATALOG, SERVING_TARGET, SEVERAL, instances, kinds_for, ren
 from realvllm import envs
 from serve import runner, tiny
 
-pytestmark = pytest.mark.serve
+# One xdist worker runs this module (`--dist loadgroup`): its serves share module fixtures,
+# and serves run one at a time anyway.
+pytestmark = [pytest.mark.serve, pytest.mark.xdist_group("serve")]
 TARGET = SERVING_TARGET  # the vLLM that serves on CPU (conftest)
 PROMPT = "Hello world, this is"  # the generated smoke test's reference prompt
 GREEDY_TOKENS = 8
 SMOKE_TIMEOUT = 1800  # seconds for the generated smoke test's serves, lock waits included
 
 
-class _Summary:
-    """Prints every serve's time to healthy at the end of the session."""
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if runner.TIMINGS:
-            terminalreporter.section("vllm serve: seconds from start to healthy")
-            for name, seconds in runner.TIMINGS:
-                terminalreporter.write_line(f"{seconds:6.1f}  {name}")
-
-
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(autouse=True)
 def _timings(request: pytest.FixtureRequest) -> Iterator[None]:
-    plugin = _Summary()
-    if not request.config.pluginmanager.has_plugin("vllm-serve-timings"):
-        request.config.pluginmanager.register(plugin, "vllm-serve-timings")
+    """Hands the serves' times to healthy that each test (or a fixture it used) measured to its
+    report, for the session summary (tests/conftest.py), which runs where the reports end up:
+    in the main process, with or without xdist workers."""
     yield
+    while runner.TIMINGS:
+        request.node.user_properties.append(("serve_healthy_after", runner.TIMINGS.pop(0)))
 
 
 @pytest.fixture(scope="module")
