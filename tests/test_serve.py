@@ -34,9 +34,9 @@ from conftest import CATALOG, SERVING_TARGET, SEVERAL, instances, kinds_for, ren
 from realvllm import envs
 from serve import runner, tiny
 
-# One xdist worker runs this module (`--dist loadgroup`): its serves share module fixtures,
-# and serves run one at a time anyway.
-pytestmark = [pytest.mark.serve, pytest.mark.xdist_group("serve")]
+# One xdist worker runs this module (`--dist loadfile`, pyproject.toml): its serves share
+# module fixtures, and serves run one at a time machine-wide anyway.
+pytestmark = pytest.mark.serve
 TARGET = SERVING_TARGET  # the vLLM that serves on CPU (conftest)
 PROMPT = "Hello world, this is"  # the generated smoke test's reference prompt
 GREEDY_TOKENS = 8
