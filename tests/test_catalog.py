@@ -127,3 +127,21 @@ def test_every_kind_says_how_many_instances_a_plugin_may_have() -> None:
         }, kind  # fmt: skip
         macros = (ROOT / "extensions" / kind / "instance.jinja").read_text()
         assert "macro default_name(" in macros and "macro check(" in macros, kind
+
+
+def test_every_custom_op_has_a_cpu_sample_or_a_reason() -> None:
+    """Each op a plugin may replace (the CustomOps vLLM builds, per target) gets a generated
+    forward test that asserts (a `samples` entry, run for real by tier 2), or is listed in
+    `no_sample` with why it cannot run in a CPU unit test; neither table names an op that no
+    target builds. A new vLLM op therefore fails here until someone decides which it is."""
+    entry = CATALOG["custom_op"]
+    samples, reasons = entry["samples"], entry.get("no_sample", {})
+    assert not set(samples) & set(reasons), set(samples) & set(reasons)
+    selectable = set()
+    for target in entry["targets"]:
+        b = entry["builtins"][target]
+        dupes = b.get("duplicates") or {}
+        selectable |= {n for n in b["names"] if n not in dupes and not n.startswith("_")}
+    assert selectable - set(samples) - set(reasons) == set(), "no sample and no reason"
+    assert set(samples) | set(reasons) <= selectable, "names no op a target builds"
+    assert all(isinstance(r, str) and r and "\n" not in r for r in reasons.values())

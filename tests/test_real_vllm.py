@@ -13,9 +13,10 @@ import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
-from conftest import SEVERAL, TARGETS, instances, kinds_for, render_file, solo
+from conftest import CATALOG, SEVERAL, TARGETS, VLLM, instances, kinds_for, render_file, solo
 from realvllm import envs
 
 pytestmark = pytest.mark.real_vllm
@@ -123,6 +124,45 @@ def test_several_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     assert not result["failed"], result["failed"]
     expected = {key for key in instances(project)} | {"lazy"}
     assert set(result["ok"]) == expected, set(result["ok"]) ^ expected
+    _run([str(env.bin / "ruff"), "check", "."], project, paths)
+    _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_every_custom_op_sample_asserts_in_real_vllm(target: str, rendered, tmp_path: Path) -> None:
+    """Issue 19: one plugin replacing every op the catalog has a CPU sample for. Each op's
+    generated tests build vLLM's op and the plugin's and compare their outputs: every one runs
+    and passes; only forward_cpu's skips, and only off vLLM's CPU build."""
+    env = envs.ensure(target)
+    builtins = CATALOG["custom_op"]["builtins"][target]
+    selectable = set(builtins["names"]) - set(builtins.get("duplicates") or {})
+    ops = sorted(op for op in CATALOG["custom_op"]["samples"] if op in selectable)
+    project = rendered(
+        kinds=["custom_op"], vllm_target=target, project_name="All ops", custom_op_names=ops
+    )
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    files = sorted((project / "tests").glob("test_custom_op_*.py"))
+    assert len(files) == len(ops), (len(files), len(ops))
+    report = tmp_path / "report.xml"
+    cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
+    _run([*cmd, *map(str, files)], project, paths)
+    got: dict[tuple[str, str], str] = {}
+    for case in ElementTree.parse(report).getroot().iter("testcase"):
+        module = case.get("classname", "").rpartition(".")[2].removeprefix("test_")
+        got[module, case.get("name", "")] = (
+            "skipped" if case.find("skipped") is not None else "passed"
+        )
+    expected = {}
+    for key, module in instances(project).items():
+        sample = CATALOG["custom_op"]["samples"][key.partition(":")[2]]
+        expected[module, "test_subclasses_vllms_op"] = "passed"
+        expected[module, "test_forward_native_matches_vllm"] = "passed"
+        cpu = "passed" if VLLM["targets"][target]["cpu_build"] else "skipped"
+        if sample.get("cpu_kernels") and got.get((module, "test_forward_cpu_matches_vllm_native")):
+            cpu = got[module, "test_forward_cpu_matches_vllm_native"]  # the build may lack them
+        if not sample.get("no_cpu"):
+            expected[module, "test_forward_cpu_matches_vllm_native"] = cpu
+    assert got == expected, {k: (got.get(k), expected.get(k)) for k in got.keys() ^ expected.keys()}
     _run([str(env.bin / "ruff"), "check", "."], project, paths)
     _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
 

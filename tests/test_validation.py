@@ -90,6 +90,7 @@ TP = {"kinds": ["tool_parser"]}
 RP = {"kinds": ["reasoning_parser"]}
 MODEL = {"kinds": ["model"]}
 PLATFORM = {"kinds": ["platform"]}
+OP = {"kinds": ["custom_op"]}
 LONG = "x" * 5000
 
 ROWS: list[Row] = [
@@ -158,8 +159,16 @@ ROWS: list[Row] = [
     Row("model_architectures", ["LlamaForCausalLM"], "built-in architecture", MODEL),
     Row("model_architectures", [f"My{CYRILLIC_A}Model"], "plain ASCII", MODEL),
     Row("model_architectures", ["Acme.Model"], "CapWords", MODEL),
-    # platform: any case (vLLM's own test names its device DummyDevice), built-ins ignoring case
-    Row("platform_device_name", "Dummy-Device", "letters, digits and underscores", PLATFORM),
+    # platform: any one line (vLLM takes any string; its own test says DummyDevice), built-ins
+    # ignoring case
+    Row(
+        "platform_device_name",
+        "Dummy\nDevice",
+        "one line without control",
+        PLATFORM,
+        '"Dummy\\nDevice"',
+    ),
+    Row("platform_device_name", "d" * 65, "at most 64", PLATFORM, "d" * 32),
     Row("platform_device_name", "CPU", "built-in platform name", PLATFORM),
     Row("platform_device_name", "None", "not set", PLATFORM),
     # built-in names asked without choices (builtin_one): refused with the close names
@@ -240,6 +249,13 @@ ROWS: list[Row] = [
     Row("scripts", {"a b": "acme.cli:main"}, "command names"),
     Row("entry_points", {"vllm.general_plugins": {"x": "a:b"}}, "must not name vLLM's own group"),
     Row("entry_points", {"pytest11": {"x": "a b"}}, "object reference"),
+    # custom_op: the classes vLLM builds, by class name (issue 19)
+    Row("custom_op_names", ["rotary_embedding"], "use one of 'RotaryEmbedding'", OP),
+    Row("custom_op_names", ["rms_norm"], "got the op name 'rms_norm': use one of 'RMSNorm'", OP),
+    Row("custom_op_names", ["RotaryEmbeddingBase"], "only subclasses", OP),
+    Row("custom_op_names", ["GroupedTopk"], "a CustomOp vLLM", OP),
+    Row("custom_op_names", ["SparseAttnIndexerKpool"], "both define", OP),
+    Row("custom_op_names", ["_DecodeConcatQuantFP8"], "a CustomOp vLLM", OP),
     # reasoning_parser
     Row("reasoning_parser_names", [builtin("reasoning_parser")], "built-in reasoning parser", RP),
     Row("reasoning_parser_names", ["auto"], "not set", RP),
@@ -397,7 +413,7 @@ def test_valid_edge_answers_are_accepted(template: Path, tmp_path: Path) -> None
         "vllm_target": OLDEST,
         "kinds": ["general", "tool_parser", "platform"],
         "tool_parser_names": [name],  # built in only in newer targets
-        "platform_device_name": "DummyDevice",  # vLLM takes any string (its own test's name)
+        "platform_device_name": 'Dummy "Device" 1/ß',  # vLLM takes any string
     }
     worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     answers = worker.answers.combined
@@ -405,9 +421,14 @@ def test_valid_edge_answers_are_accepted(template: Path, tmp_path: Path) -> None
     assert answers["package_name"] == "json_plugin"
     assert (tmp_path / "p" / "src" / "json_plugin" / f"tool_parser_{name}.py").is_file()
     platform = (tmp_path / "p" / "src" / "json_plugin" / "platform.py").read_text()
-    assert 'DEVICE_NAME = "DummyDevice"' in platform
+    assert """DEVICE_NAME = 'Dummy "Device" 1/ß'""" in platform
     assert 'ENV = "JSON_PLUGIN_PLATFORM"' in platform  # the switch still comes from the package
     assert json.dumps("José Müller")[1:-1] in (tmp_path / "p" / "pyproject.toml").read_text()
+    # Such answers still give a ruff-clean project (quotes, escapes, line lengths).
+    ruff = str(Path(sys.executable).with_name("ruff"))
+    for cmd in ([ruff, "check", "-q", "."], [ruff, "format", "-q", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=tmp_path / "p", capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_defaults_never_collide_with_builtins(template: Path, tmp_path: Path) -> None:

@@ -242,6 +242,14 @@ def test_builtins_match_the_reference_counts() -> None:
     ]
     assert data["custom_op"]["0.33"]["op_names"]["RMSNorm"] == "rms_norm"
     assert data["custom_op"]["0.33"]["modules"]["RMSNorm"] == "vllm.model_executor.layers.layernorm"
+    # Issue 19: the ops are the classes vLLM builds (by __name__), subclasses included, with the
+    # op name they inherit; a base only subclassed is not one, and names what to use instead.
+    ops = data["custom_op"]["0.33"]
+    assert {"RotaryEmbedding", "LinearScalingRotaryEmbedding", "RMSNorm"} <= set(ops["names"])
+    assert ops["op_names"]["RotaryEmbedding"] == "rotary_embedding"
+    assert not {"RotaryEmbeddingBase", "ConvLayerBase", "GroupedTopk"} & set(ops["names"])
+    assert ops["bases_only"]["RotaryEmbeddingBase"][0] == "RotaryEmbedding"
+    assert ops["bases_only"]["ConvLayerBase"] == ["Conv2dLayer", "Conv3dLayer"]
     assert data["model"]["0.33"]["text_generation"]["LlamaForCausalLM"] == (
         "vllm.model_executor.models.llama:LlamaForCausalLM"
     )

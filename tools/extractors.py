@@ -261,6 +261,132 @@ def decorated(module: str, cls: str, field: str) -> Values:
     return run
 
 
+def _children(node: ast.AST) -> list[ast.AST]:
+    """The child nodes that can use a name as a value: base classes, annotations and the
+    class argument of isinstance/issubclass are left out."""
+    if isinstance(node, ast.ClassDef):
+        return [*node.decorator_list, *node.body]
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        defaults = [d for d in (*node.args.defaults, *node.args.kw_defaults) if d]
+        return [*node.decorator_list, *defaults, *node.body]
+    if isinstance(node, ast.AnnAssign):
+        return [node.target] + ([node.value] if node.value else [])
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("isinstance", "issubclass")
+        and len(node.args) == 2
+    ):
+        return [node.func, node.args[0]]
+    return list(ast.iter_child_nodes(node))
+
+
+def _value_uses(wheel: Wheel, path: str) -> set[str]:
+    """Names a module uses as values: called, assigned, passed, returned. A name seen only as a
+    base class, in an import, an annotation or an isinstance/issubclass check is not counted."""
+
+    def scan() -> set[str]:
+        used = set()
+        stack: list[ast.AST] = [wheel.tree(path)]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                used.add(node.id)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+                used.add(node.attr)
+            stack += _children(node)
+        return used
+
+    return _memo(wheel, ("value_uses", path), scan)
+
+
+# A class statement and its base list (a cheap first look, before a file is parsed).
+CLASS_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(([^:]*)\)\s*:", re.M)
+
+
+Member = tuple[str, str | None, str, bool, list[str]]
+
+
+def _family(wheel: Wheel, module: str, cls: str) -> list[Member]:
+    """(class, op name or None, module, built, parent classes) for every class that subclasses,
+    at any depth, the `<cls>` defined in `module`. Built: vLLM uses the class as a value
+    somewhere (a class only ever subclassed, like RotaryEmbeddingBase, is never built). The op
+    name is the one of the nearest `@<cls>.register("op")` class in its chain (register sets
+    `name`, which subclasses inherit). Only files whose text could hold a match are parsed."""
+    root = (wheel.module_path(module), cls)
+    files = wheel.py_files()
+    bases = {p: " ".join(CLASS_BASES.findall(wheel.text(p))) for p in files}
+    registered = {(name, mod): op for name, op, mod in _decorated(wheel, module, cls)}
+    # Grow the family from the root, one generation a pass.
+    family: dict[tuple[str, str], tuple[str | None, list[str]]] = {root: (None, [])}
+    new = {cls}
+    while new:
+        names, new = {name for _, name in family}, set()
+        word = re.compile(r"\b(?:" + "|".join(sorted(names)) + r")\b")
+        for path in (p for p in files if word.search(bases[p])):
+            for node in ast.walk(wheel.tree(path)):
+                if not isinstance(node, ast.ClassDef) or (path, node.name) in family:
+                    continue
+                if not any(pyread.base_name(b) in names for b in node.bases):
+                    continue
+                parents = [(bp, bc.name) for bp, bc in wheel.bases(path, node)]
+                parents = [p for p in parents if p in family]
+                if not parents:
+                    continue
+                own = registered.get((node.name, pyread.module_of(path)))
+                op = own or next((family[p][0] for p in parents if family[p][0]), None)
+                family[(path, node.name)] = (op, [name for _, name in parents])
+                new.add(node.name)
+    del family[root]
+    rows = []
+    for (path, name), (op, parents) in sorted(family.items(), key=lambda kv: kv[0][1]):
+        built = any(name in _value_uses(wheel, p) for p in files if name in wheel.text(p))
+        rows.append((name, op, pyread.module_of(path), built, [p for p in parents if p != cls]))
+    return rows
+
+
+def built_subclasses(module: str, cls: str, field: str) -> Values:
+    """One view of the `_family` scan of `<cls>`'s subclasses: `names` (the classes vLLM
+    builds: what register_oot takes and `__new__` looks up), `op_names` {class: op} where one
+    exists, `modules` {class: module}, `duplicates` {class: [modules]} for a class name defined
+    in several modules (`modules` then holds the first), `bases_only` {class: [built
+    subclasses]} for the classes vLLM never builds itself."""
+
+    def run(wheel: Wheel) -> Any:
+        rows = _memo(wheel, ("family", module, cls), lambda: _family(wheel, module, cls))
+        by_class: dict[str, list[tuple[str | None, str]]] = {}
+        for name, op, mod, built, _ in rows:
+            if built:
+                by_class.setdefault(name, []).append((op, mod))
+        if field == "names":
+            return sorted(by_class)
+        if field == "op_names":
+            return {n: e[0][0] for n, e in by_class.items() if e[0][0] is not None}
+        if field == "modules":
+            return {n: e[0][1] for n, e in by_class.items()}
+        if field == "bases_only":
+            children: dict[str, set[str]] = {}
+            for name, _, _, _, parents in rows:
+                for parent in parents:
+                    children.setdefault(parent, set()).add(name)
+
+            def below(name: str) -> set[str]:
+                found = set()
+                for child in children.get(name, ()):
+                    found |= {child} if child in by_class else set()
+                    found |= below(child)
+                return found
+
+            unbuilt = {name for name, *_ in rows if name not in by_class}
+            # Shortest first: the plain subclass (RotaryEmbedding) before the variants.
+            order = {n: sorted(below(n), key=lambda c: (len(c), c)) for n in sorted(unbuilt)}
+            return {n: subs for n, subs in order.items() if subs} or None
+        dupes = {n: sorted(m for _, m in e) for n, e in by_class.items() if len(e) > 1}
+        return dupes or None
+
+    return run
+
+
 def function_imports(path: str, function: str) -> Values:
     """`module.Name` for every `from module import Name` inside one function's body."""
 

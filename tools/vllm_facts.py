@@ -78,15 +78,18 @@ RECIPES: dict[str, Recipe] = {
         },
     ),
     "custom_op": Recipe(
-        "class names of in-tree @CustomOp.register(op) classes under vllm/ (the register_oot "
-        "keys); op_names: class -> op name; modules: class -> defining module (duplicates: a "
-        "class name defined in several modules). The separate CustomOp copy in "
-        "vllm/model_executor/hw_agnostic/ is another registry and is not counted",
-        ex.decorated(CUSTOM_OP, "CustomOp", "names"),
+        "class names of the CustomOp subclasses vLLM builds (every subclass, at any depth, of "
+        "vllm.model_executor.custom_op.CustomOp that vLLM's source uses as a value: "
+        "CustomOp.__new__ looks up the __name__ of the class being built, so these are the "
+        "register_oot keys that take effect); op_names: class -> op name (its own or inherited "
+        "@CustomOp.register name); modules: class -> defining module; duplicates: a class name "
+        "defined in several modules; bases_only: classes vLLM only subclasses -> the built "
+        "subclasses below them. The separate CustomOp copy in vllm/model_executor/hw_agnostic/ "
+        "is another registry and is not counted",
+        ex.built_subclasses(CUSTOM_OP, "CustomOp", "names"),
         {
-            "op_names": ex.decorated(CUSTOM_OP, "CustomOp", "op_names"),
-            "modules": ex.decorated(CUSTOM_OP, "CustomOp", "modules"),
-            "duplicates": ex.decorated(CUSTOM_OP, "CustomOp", "duplicates"),
+            field: ex.built_subclasses(CUSTOM_OP, "CustomOp", field)
+            for field in ("op_names", "modules", "duplicates", "bases_only")
         },
     ),
     "pluggable_layer": Recipe(
