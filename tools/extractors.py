@@ -350,7 +350,8 @@ def built_subclasses(module: str, cls: str, field: str) -> Values:
     builds: what register_oot takes and `__new__` looks up), `op_names` {class: op} where one
     exists, `modules` {class: module}, `duplicates` {class: [modules]} for a class name defined
     in several modules (`modules` then holds the first), `bases_only` {class: [built
-    subclasses]} for the classes vLLM never builds itself."""
+    subclasses]} for the classes vLLM never builds itself, `own_forward` {class: the class in
+    its chain below `<cls>` that defines `forward`}."""
 
     def run(wheel: Wheel) -> Any:
         rows = _memo(wheel, ("family", module, cls), lambda: _family(wheel, module, cls))
@@ -364,6 +365,20 @@ def built_subclasses(module: str, cls: str, field: str) -> Values:
             return {n: e[0][0] for n, e in by_class.items() if e[0][0] is not None}
         if field == "modules":
             return {n: e[0][1] for n, e in by_class.items()}
+        if field == "own_forward":
+            # CustomOp.forward dispatches to forward_native/forward_cpu/...; a class that
+            # defines forward itself decides on its own whether a replacement's kernels run.
+            owners = {}
+            root = (wheel.module_path(module), cls)
+            for name, _, mod, built, _ in rows:
+                found = wheel.resolve_class(wheel.module_path(mod) or "", name) if built else None
+                chain = wheel.class_chain(*found) if found else []
+                first = next(
+                    ((p, c.name) for p, c in chain if "forward" in pyread.class_members(c)), root
+                )
+                if first != root and name in by_class:
+                    owners[name] = first[1]
+            return owners or None
         if field == "bases_only":
             children: dict[str, set[str]] = {}
             for name, _, _, _, parents in rows:

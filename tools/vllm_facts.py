@@ -84,12 +84,13 @@ RECIPES: dict[str, Recipe] = {
         "register_oot keys that take effect); op_names: class -> op name (its own or inherited "
         "@CustomOp.register name); modules: class -> defining module; duplicates: a class name "
         "defined in several modules; bases_only: classes vLLM only subclasses -> the built "
-        "subclasses below them. The separate CustomOp copy in vllm/model_executor/hw_agnostic/ "
-        "is another registry and is not counted",
+        "subclasses below them; own_forward: class -> the class of its chain defining forward "
+        "(so CustomOp's dispatch to forward_native/forward_cpu may not run). The separate "
+        "CustomOp copy in vllm/model_executor/hw_agnostic/ is another registry, not counted",
         ex.built_subclasses(CUSTOM_OP, "CustomOp", "names"),
         {
             field: ex.built_subclasses(CUSTOM_OP, "CustomOp", field)
-            for field in ("op_names", "modules", "duplicates", "bases_only")
+            for field in ("op_names", "modules", "duplicates", "bases_only", "own_forward")
         },
     ),
     "pluggable_layer": Recipe(
