@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 from conftest import CATALOG, ROOT, VLLM
 
 REQUIRED = {
@@ -129,12 +130,13 @@ def test_every_kind_says_how_many_instances_a_plugin_may_have() -> None:
         assert "macro default_name(" in macros and "macro check(" in macros, kind
 
 
-def test_every_custom_op_has_a_cpu_sample_or_a_reason() -> None:
-    """Each op a plugin may replace (the CustomOps vLLM builds, per target) gets a generated
-    forward test that asserts (a `samples` entry, run for real by tier 2), or is listed in
-    `no_sample` with why it cannot run in a CPU unit test; neither table names an op that no
-    target builds. A new vLLM op therefore fails here until someone decides which it is."""
-    entry = CATALOG["custom_op"]
+@pytest.mark.parametrize("kind", ["custom_op", "pluggable_layer"])
+def test_every_replaceable_class_has_a_cpu_sample_or_a_reason(kind: str) -> None:
+    """Each op or layer a plugin may replace (the classes vLLM builds, per target) gets a
+    generated forward test that asserts (a `samples` entry, run for real by tier 2), or is
+    listed in `no_sample` with why it cannot run in a CPU unit test; neither table names a class
+    that no target builds. A new vLLM class therefore fails here until someone decides which."""
+    entry = CATALOG[kind]
     samples, reasons = entry["samples"], entry.get("no_sample", {})
     assert not set(samples) & set(reasons), set(samples) & set(reasons)
     selectable = set()
@@ -143,5 +145,5 @@ def test_every_custom_op_has_a_cpu_sample_or_a_reason() -> None:
         dupes = b.get("duplicates") or {}
         selectable |= {n for n in b["names"] if n not in dupes and not n.startswith("_")}
     assert selectable - set(samples) - set(reasons) == set(), "no sample and no reason"
-    assert set(samples) | set(reasons) <= selectable, "names no op a target builds"
+    assert set(samples) | set(reasons) <= selectable, "names no class a target builds"
     assert all(isinstance(r, str) and r and "\n" not in r for r in reasons.values())

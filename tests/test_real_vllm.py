@@ -128,21 +128,33 @@ def test_several_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
 
 
+# The tests each replaced class's generated test file holds when the catalog has its sample.
+SAMPLE_TESTS = {
+    "custom_op": ["test_subclasses_vllms_op", "test_forward_native_matches_vllm"],
+    "pluggable_layer": ["test_subclasses_vllms_layer", "test_forward_matches_vllm"],
+}
+
+
+@pytest.mark.parametrize("kind", list(SAMPLE_TESTS))
 @pytest.mark.parametrize("target", TARGETS)
-def test_every_custom_op_sample_asserts_in_real_vllm(target: str, rendered, tmp_path: Path) -> None:
-    """Issue 19: one plugin replacing every op the catalog has a CPU sample for. Each op's
-    generated tests build vLLM's op and the plugin's and compare their outputs: every one runs
-    and passes; only forward_cpu's skips, and only off vLLM's CPU build."""
+def test_every_sample_asserts_in_real_vllm(
+    kind: str, target: str, rendered, tmp_path: Path
+) -> None:
+    """Issue 19: one plugin replacing every op (layer) the catalog has a CPU sample for. Each
+    generated test builds vLLM's class and the plugin's and compares their outputs: every one
+    runs and passes; only custom ops' forward_cpu skips, off vLLM's CPU build (or a build
+    without the kernels it calls), and none is generated where vLLM's own is no reference."""
     env = envs.ensure(target)
-    builtins = CATALOG["custom_op"]["builtins"][target]
+    builtins = CATALOG[kind]["builtins"][target]
+    samples = CATALOG[kind]["samples"]
     selectable = set(builtins["names"]) - set(builtins.get("duplicates") or {})
-    ops = sorted(op for op in CATALOG["custom_op"]["samples"] if op in selectable)
+    names = sorted(n for n in samples if n in selectable)
     project = rendered(
-        kinds=["custom_op"], vllm_target=target, project_name="All ops", custom_op_names=ops
+        kinds=[kind], vllm_target=target, project_name=f"All {kind}", **{f"{kind}_names": names}
     )
     paths = envs.install_overlay(env, project, tmp_path / "site")
-    files = sorted((project / "tests").glob("test_custom_op_*.py"))
-    assert len(files) == len(ops), (len(files), len(ops))
+    files = sorted((project / "tests").glob(f"test_{kind}_*.py"))
+    assert len(files) == len(names), (len(files), len(names))
     report = tmp_path / "report.xml"
     cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
     _run([*cmd, *map(str, files)], project, paths)
@@ -152,17 +164,22 @@ def test_every_custom_op_sample_asserts_in_real_vllm(target: str, rendered, tmp_
         got[module, case.get("name", "")] = (
             "skipped" if case.find("skipped") is not None else "passed"
         )
+    cpu = "passed" if VLLM["targets"][target]["cpu_build"] else "skipped"
     expected = {}
     for key, module in instances(project).items():
-        sample = CATALOG["custom_op"]["samples"][key.partition(":")[2]]
-        expected[module, "test_subclasses_vllms_op"] = "passed"
-        expected[module, "test_forward_native_matches_vllm"] = "passed"
-        cpu = "passed" if VLLM["targets"][target]["cpu_build"] else "skipped"
-        if sample.get("cpu_kernels") and got.get((module, "test_forward_cpu_matches_vllm_native")):
-            cpu = got[module, "test_forward_cpu_matches_vllm_native"]  # the build may lack them
-        if not sample.get("no_cpu"):
-            expected[module, "test_forward_cpu_matches_vllm_native"] = cpu
-    assert got == expected, {k: (got.get(k), expected.get(k)) for k in got.keys() ^ expected.keys()}
+        sample = samples[key.partition(":")[2]]
+        expected |= {(module, test): "passed" for test in SAMPLE_TESTS[kind]}
+        forward_cpu = (module, "test_forward_cpu_matches_vllm_native")
+        if kind == "custom_op" and not sample.get("no_cpu"):
+            # Where forward_cpu calls kernels of some CPU builds only, this build decides.
+            kernels = sample.get("cpu_kernels") and forward_cpu in got
+            expected[forward_cpu] = got[forward_cpu] if kernels else cpu
+    assert len({m for m, _ in got}) == len(names), sorted({m for m, _ in got})
+    assert got == expected, {
+        k: (got.get(k), expected.get(k))
+        for k in got.keys() | expected.keys()
+        if got.get(k) != expected.get(k)
+    }
     _run([str(env.bin / "ruff"), "check", "."], project, paths)
     _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
 

@@ -91,6 +91,7 @@ RP = {"kinds": ["reasoning_parser"]}
 MODEL = {"kinds": ["model"]}
 PLATFORM = {"kinds": ["platform"]}
 OP = {"kinds": ["custom_op"]}
+PL = {"kinds": ["pluggable_layer"]}
 LONG = "x" * 5000
 
 ROWS: list[Row] = [
@@ -256,6 +257,10 @@ ROWS: list[Row] = [
     Row("custom_op_names", ["GroupedTopk"], "a CustomOp vLLM", OP),
     Row("custom_op_names", ["SparseAttnIndexerKpool"], "both define", OP),
     Row("custom_op_names", ["_DecodeConcatQuantFP8"], "a CustomOp vLLM", OP),
+    # pluggable_layer: the same rule (PluggableLayer.__new__ looks up the class name too)
+    Row("pluggable_layer_names", ["column_parallel_linear"], "one of 'ColumnParallelLinear'", PL),
+    Row("pluggable_layer_names", ["MoERunnerInterface"], "use one of 'MoERunner'", PL),
+    Row("pluggable_layer_names", ["KimiK3DeltaAttention"], "both define", PL),
     # reasoning_parser
     Row("reasoning_parser_names", [builtin("reasoning_parser")], "built-in reasoning parser", RP),
     Row("reasoning_parser_names", ["auto"], "not set", RP),

@@ -94,14 +94,16 @@ RECIPES: dict[str, Recipe] = {
         },
     ),
     "pluggable_layer": Recipe(
-        "class names of in-tree @PluggableLayer.register(name) classes under vllm/ (the "
-        "register_oot keys); op_names: class -> layer name; modules: class -> defining module. "
-        "The hw_agnostic copy of PluggableLayer is not counted",
-        ex.decorated(CUSTOM_OP, "PluggableLayer", "names"),
+        "class names of the PluggableLayer subclasses vLLM builds (every subclass, at any depth, "
+        "of vllm.model_executor.custom_op.PluggableLayer that vLLM's source uses as a value: "
+        "PluggableLayer.__new__ looks up the __name__ of the class being built); op_names: "
+        "class -> layer name (own or inherited @PluggableLayer.register name); modules, "
+        "duplicates, bases_only as for custom_op. The hw_agnostic copy of "
+        "PluggableLayer is not counted",
+        ex.built_subclasses(CUSTOM_OP, "PluggableLayer", "names"),
         {
-            "op_names": ex.decorated(CUSTOM_OP, "PluggableLayer", "op_names"),
-            "modules": ex.decorated(CUSTOM_OP, "PluggableLayer", "modules"),
-            "duplicates": ex.decorated(CUSTOM_OP, "PluggableLayer", "duplicates"),
+            field: ex.built_subclasses(CUSTOM_OP, "PluggableLayer", field)
+            for field in ("op_names", "modules", "duplicates", "bases_only")
         },
     ),
     "attention_backend": Recipe(
