@@ -61,6 +61,17 @@ CPU_PLATFORM = "vllm/platforms/cpu.py"
 CUSTOM_OP = "vllm.model_executor.custom_op"
 CACHE = "vllm/config/cache.py"
 
+
+def _built_classes(what: str, cls: str, fields: tuple[str, ...]) -> Recipe:
+    """The classes vLLM builds from `cls` (CustomOp, PluggableLayer), which a plugin replaces
+    by class name (extractors.built_subclasses), with the given extra views."""
+    return Recipe(
+        what,
+        ex.built_subclasses(CUSTOM_OP, cls, "names"),
+        {field: ex.built_subclasses(CUSTOM_OP, cls, field) for field in fields},
+    )
+
+
 RECIPES: dict[str, Recipe] = {
     "general": Recipe(
         "vLLM's own vllm.general_plugins entry-point names (the wheel's entry_points.txt)",
@@ -77,7 +88,7 @@ RECIPES: dict[str, Recipe] = {
             "oot_supported": ex.optional(ex.constant(MODELS, "_OOT_SUPPORTED_MODELS")),
         },
     ),
-    "custom_op": Recipe(
+    "custom_op": _built_classes(
         "class names of the CustomOp subclasses vLLM builds (every subclass, at any depth, of "
         "vllm.model_executor.custom_op.CustomOp that vLLM's source uses as a value: "
         "CustomOp.__new__ looks up the __name__ of the class being built, so these are the "
@@ -87,24 +98,18 @@ RECIPES: dict[str, Recipe] = {
         "subclasses below them; own_forward: class -> the class of its chain defining forward "
         "(so CustomOp's dispatch to forward_native/forward_cpu may not run). The separate "
         "CustomOp copy in vllm/model_executor/hw_agnostic/ is another registry, not counted",
-        ex.built_subclasses(CUSTOM_OP, "CustomOp", "names"),
-        {
-            field: ex.built_subclasses(CUSTOM_OP, "CustomOp", field)
-            for field in ("op_names", "modules", "duplicates", "bases_only", "own_forward")
-        },
+        "CustomOp",
+        ("op_names", "modules", "duplicates", "bases_only", "own_forward"),
     ),
-    "pluggable_layer": Recipe(
+    "pluggable_layer": _built_classes(
         "class names of the PluggableLayer subclasses vLLM builds (every subclass, at any depth, "
         "of vllm.model_executor.custom_op.PluggableLayer that vLLM's source uses as a value: "
         "PluggableLayer.__new__ looks up the __name__ of the class being built); op_names: "
         "class -> layer name (own or inherited @PluggableLayer.register name); modules, "
         "duplicates, bases_only as for custom_op. The hw_agnostic copy of "
         "PluggableLayer is not counted",
-        ex.built_subclasses(CUSTOM_OP, "PluggableLayer", "names"),
-        {
-            field: ex.built_subclasses(CUSTOM_OP, "PluggableLayer", field)
-            for field in ("op_names", "modules", "duplicates", "bases_only")
-        },
+        "PluggableLayer",
+        ("op_names", "modules", "duplicates", "bases_only"),
     ),
     "attention_backend": Recipe(
         "AttentionBackendEnum members (vllm/v1/attention/backends/registry.py); mamba: "
