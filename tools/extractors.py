@@ -235,32 +235,6 @@ def _decorated(wheel: Wheel, module: str, cls: str) -> list[tuple[str, str, str]
     return sorted(found)
 
 
-def decorated(module: str, cls: str, field: str) -> Values:
-    """One view of the `@<cls>.register("op")` scan: `names` (class names, what register_oot
-    takes), `op_names` {class: op}, `modules` {class: module}, `duplicates` {class: [modules]}
-    for a class name defined in several modules (`modules` then holds the first)."""
-
-    def run(wheel: Wheel) -> Any:
-        rows = _memo(wheel, ("decorated", module, cls), lambda: _decorated(wheel, module, cls))
-        by_class: dict[str, list[tuple[str, str]]] = {}
-        for name, op, mod in rows:
-            by_class.setdefault(name, []).append((op, mod))
-        if field == "names":
-            return sorted(by_class)
-        if field == "op_names":
-            return {name: entries[0][0] for name, entries in by_class.items()}
-        if field == "modules":
-            return {name: entries[0][1] for name, entries in by_class.items()}
-        dupes = {
-            name: sorted(m for _, m in entries)
-            for name, entries in by_class.items()
-            if len(entries) > 1
-        }
-        return dupes or None
-
-    return run
-
-
 def _children(node: ast.AST) -> list[ast.AST]:
     """The child nodes that can use a name as a value: base classes, annotations and the
     class argument of isinstance/issubclass are left out."""
