@@ -92,6 +92,8 @@ MODEL = {"kinds": ["model"]}
 PLATFORM = {"kinds": ["platform"]}
 OP = {"kinds": ["custom_op"]}
 PL = {"kinds": ["pluggable_layer"]}
+PATCH = {"kinds": ["patch"]}
+SCHEDULE = "vllm.v1.core.sched.scheduler:Scheduler.schedule"
 LONG = "x" * 5000
 
 ROWS: list[Row] = [
@@ -269,6 +271,79 @@ ROWS: list[Row] = [
         "reasoning_parser_names", [{"name": "a", "end_tag": "<think>"}], "differ from the start", RP
     ),
     Row("reasoning_parser_names", [{"name": "a", "start_tag": ""}], "must not be empty", RP),
+    # patch_targets (issue 15): the target's format, where it points, twice, processes, and a
+    # target the chosen vLLM does not have (the closest names suggested).
+    Row(
+        "patch_targets",
+        ["vllm.v1.core.sched.scheduler.Scheduler.schedule"],
+        "must have a target `module:qualname`",
+        PATCH,
+    ),
+    Row("patch_targets", ["vllm.x:1st"], "must have a target `module:qualname`", PATCH),
+    Row(
+        "patch_targets", ["my_vllm_plugin.general:setup"], "outside the plugin's own package", PATCH
+    ),
+    Row(
+        "patch_targets",
+        [SCHEDULE, {"target": SCHEDULE, "name": "again"}],
+        "must not give the same target twice",
+        PATCH,
+        shown=SCHEDULE,
+    ),
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "processes": ["scheduler"]}],
+        "must have processes `all` or a list of distinct ones of front end, engine core, worker",
+        PATCH,
+        shown="scheduler",
+    ),
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "processes": "workers"}],
+        "must have processes",
+        PATCH,
+    ),
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "processes": []}],
+        "must have processes",
+        PATCH,
+        shown="[]",
+    ),
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "on_mismatch": "ignore"}],
+        "must have on_mismatch `fail`",
+        PATCH,
+    ),
+    Row(
+        "patch_targets",
+        ["vllm.v1.core.sched.schedular:Scheduler.schedule"],
+        "whose module exists in vLLM",
+        PATCH,
+        shown="close: vllm.v1.core.sched.scheduler",
+    ),
+    Row(
+        "patch_targets",
+        ["vllm.v1.core.sched.scheduler:Scheduler.shedule"],
+        "that vllm.v1.core.sched.scheduler defines",
+        PATCH,
+    ),
+    Row(
+        "patch_targets",
+        ["vllm.v1.core.sched.scheduler:Scheduler.add_reqest"],
+        "close: Scheduler.add_request",
+        PATCH,
+        shown="Scheduler.add_reqest",
+    ),
+    Row("patch_targets", [{"name": "x"}], "must have a target `module:qualname`", PATCH, shown=""),
+    Row(
+        "patch_targets",
+        [{"target": "vllm.v1.core.sched.scheduler:Scheduler.schedule", "name": "a b"}],
+        "must have a name of dotted Python names",
+        PATCH,
+        shown="a b",
+    ),
 ]
 
 # A name vLLM added in the newest target: refused there, with that target's version named.

@@ -463,3 +463,156 @@ def routes(prefix: str) -> Values:
 
 def route_methods(prefix: str) -> Values:
     return lambda wheel: _memo(wheel, ("routes", prefix), lambda: _routes(wheel, prefix))
+
+
+# -- patch targets -----------------------------------------------------------------------------
+
+# Decorators that make a def an attribute, not a function a patch wraps.
+_PROPERTY_DECORATORS = {"property", "cached_property", "functools.cached_property"}
+
+
+def signature_text(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A def's parameters as `str(inspect.signature(...))` writes them once annotations are
+    dropped and every default is `...`: names, kinds (`/`, `*`, `*args`, `**kw`) and which have
+    a default. The generated plugin computes the same text from the live function, so the two
+    compare as strings; default values and annotations are left out (they are not what a
+    wrapper that calls through depends on, and `repr` of a default is not stable)."""
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    first_default = len(positional) - len(a.defaults)
+    out: list[str] = []
+    for i, p in enumerate(positional):
+        out.append(p.arg + ("=..." if i >= first_default else ""))
+        if a.posonlyargs and i == len(a.posonlyargs) - 1:
+            out.append("/")
+    if a.vararg:
+        out.append("*" + a.vararg.arg)
+    elif a.kwonlyargs:
+        out.append("*")
+    out += [p.arg + ("=..." if d is not None else "") for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+    if a.kwarg:
+        out.append("**" + a.kwarg.arg)
+    return "(" + ", ".join(out) + ")"
+
+
+def _symbols(body: list[ast.stmt], prefix: str, depth: int, out: dict[str, str]) -> None:
+    for stmt in _runtime_statements(body):
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+            decorators = set(pyread.decorator_names(stmt))
+            if "overload" in decorators or "typing.overload" in decorators:
+                continue
+            if decorators & _PROPERTY_DECORATORS or any(d.endswith((".setter", ".deleter")) for d in decorators):
+                out[prefix + stmt.name] = "property"
+            else:
+                out[prefix + stmt.name] = signature_text(stmt)  # the last def wins, as at run time
+        elif isinstance(stmt, ast.ClassDef):
+            out[prefix + stmt.name] = "class"
+            if depth < 2:
+                _symbols(stmt.body, f"{prefix}{stmt.name}.", depth + 1, out)
+        else:
+            for name in pyread.assigned_names(stmt):
+                out[prefix + name] = "value"
+
+
+def _runtime_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """pyread.flatten, less the `if TYPE_CHECKING:` blocks (names that never exist at run time)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            if pyread.dotted_name(stmt.test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+                out += _runtime_statements(stmt.body)
+            out += _runtime_statements(stmt.orelse)
+        else:
+            out += pyread.flatten([stmt])
+    return out
+
+
+def _symbols_of(wheel_path: str, paths: list[str]) -> dict[str, dict[str, str]]:
+    """_symbols of each file (run in a worker process: parsing 50 MB of source is the cost)."""
+    from zipfile import ZipFile
+
+    found: dict[str, dict[str, str]] = {}
+    with ZipFile(wheel_path) as z:
+        for path in paths:
+            try:
+                tree = ast.parse(z.read(path).decode("utf-8"), filename=path)
+            except SyntaxError:
+                continue
+            symbols: dict[str, str] = {}
+            _symbols(tree.body, "", 0, symbols)
+            # Names the module imports are targets too (patch a function where a module looks
+            # it up): "import <module>:<name>" until _patch_targets resolves them.
+            for stmt in _runtime_statements(tree.body):
+                if isinstance(stmt, ast.ImportFrom):
+                    source = pyread.absolute_module(path, "." * stmt.level + (stmt.module or ""))
+                    for alias in stmt.names:
+                        if alias.name != "*":
+                            name = alias.asname or alias.name
+                            symbols.setdefault(name, f"import {source}:{alias.name}")
+            found[pyread.module_of(path)] = dict(sorted(symbols.items()))
+    return found
+
+
+def _resolve_import(found: dict[str, dict[str, str]], module: str, name: str) -> str | None:
+    """What an imported name is: its definition's record, followed through re-exports; "value"
+    for a submodule; None for a name from outside vLLM (left out: typing, torch, ...)."""
+    for _ in range(12):
+        if module not in found:
+            return None
+        record = found[module].get(name)
+        if record is None:
+            return "value" if f"{module}.{name}" in found else None
+        if not record.startswith("import "):
+            return record
+        module, _, name = record.removeprefix("import ").partition(":")
+    return None
+
+
+def _patch_targets(wheel: Wheel) -> dict[str, dict[str, str]]:
+    """Parsed on every core, and cached per wheel (a wheel's name says its contents) and per
+    version of the code above (its source is in the key), since it parses every file."""
+    import hashlib
+    import inspect
+    import json
+    import os
+    from concurrent.futures import ProcessPoolExecutor
+
+    from tools.wheelsrc import cache_root
+
+    parts = (signature_text, _symbols, _runtime_statements, _symbols_of, _resolve_import)
+    code = "".join(inspect.getsource(f) for f in parts)
+    key = hashlib.sha256(f"{wheel.path.name}\0{code}".encode()).hexdigest()[:16]
+    cached = cache_root() / "patch-targets" / f"{wheel.path.name}-{key}.json"
+    if cached.is_file():
+        return json.loads(cached.read_text())
+    paths = wheel.py_files()
+    workers = max(1, min(8, os.cpu_count() or 1))
+    chunks = [paths[i::workers * 4] for i in range(workers * 4)]
+    found: dict[str, dict[str, str]] = {}
+    with ProcessPoolExecutor(workers) as pool:
+        for part in pool.map(_symbols_of, [str(wheel.path)] * len(chunks), chunks):
+            found.update(part)
+    resolved = {
+        (module, name): _resolve_import(found, *record.removeprefix("import ").split(":"))
+        for module, symbols in found.items()
+        for name, record in symbols.items()
+        if record.startswith("import ")
+    }
+    for (module, name), record in resolved.items():
+        if record is None:
+            del found[module][name]
+        else:
+            found[module][name] = record
+    found = dict(sorted(found.items()))
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(found))
+    tmp.replace(cached)
+    return found
+
+
+def patch_targets() -> Values:
+    """Every symbol a patch may target, per vLLM module: {module: {qualname: what}}, where
+    `what` is a function's signature_text, "class", "property" or "value" (an assignment).
+    Top-level names and members of classes, two classes deep."""
+    return lambda wheel: _memo(wheel, ("patch_targets",), lambda: _patch_targets(wheel))

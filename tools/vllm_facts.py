@@ -72,6 +72,88 @@ def _built_classes(what: str, cls: str, fields: tuple[str, ...]) -> Recipe:
     )
 
 
+# What a patch may target (extensions/patch/targets/<target>/, read by the patch kind only):
+# every module, class, function and attribute of the wheel, with each function's signature.
+PATCH_TARGETS = ex.patch_targets()
+# A shard of the targets data is one module group (the first two parts of the module name, or
+# three where two make a file larger than this), so a render loads only the group it needs.
+PATCH_SHARD_BYTES = 200_000
+
+
+def patch_shards(targets: dict[str, dict[str, str]]) -> dict[str, str]:
+    """The files of one target's patch-targets data: {file name: text}. `index.json` maps each
+    module to its shard; a shard holds {module: {qualname: what}}, one module a line."""
+
+    def line(module: str) -> str:
+        return json.dumps(module) + ": " + json.dumps(targets[module], separators=(",", ":"))
+
+    def group(module: str, parts: int) -> str:
+        return ".".join(module.split(".")[:parts])
+
+    def sizes(parts: int, modules: list[str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for module in modules:
+            out[group(module, parts)] = out.get(group(module, parts), 0) + len(line(module))
+        return out
+
+    shard_of: dict[str, str] = {}
+    two = sizes(2, sorted(targets))
+    for module in sorted(targets):
+        shard_of[module] = group(module, 2 if two[group(module, 2)] <= PATCH_SHARD_BYTES else 3)
+    # A group still too large (the models: hundreds of modules in one package) is cut into
+    # runs of modules in name order, each at most PATCH_SHARD_BYTES: <group>.<n>.
+    by_shard: dict[str, list[str]] = {}
+    for module, shard in shard_of.items():
+        by_shard.setdefault(shard, []).append(module)
+    for shard, modules in by_shard.items():
+        if sum(len(line(m)) for m in modules) > PATCH_SHARD_BYTES:
+            n, used = 1, 0
+            for module in modules:
+                if used and used + len(line(module)) > PATCH_SHARD_BYTES:
+                    n, used = n + 1, 0
+                used += len(line(module))
+                shard_of[module] = f"{shard}.{n}"
+    files: dict[str, list[str]] = {}
+    for module, shard in shard_of.items():
+        files.setdefault(shard, []).append(line(module))
+    out = {f"{shard}.json": "{\n" + ",\n".join(lines) + "\n}\n" for shard, lines in files.items()}
+    out["index.json"] = dump({"generated_by": GENERATED_BY, "modules": shard_of})
+    return out
+
+
+def write_patch_targets(catalog: Catalog, target: str, wheel: Wheel) -> list[str]:
+    """Writes extensions/patch/targets/<target>/ from the wheel; the paths it changed."""
+    folder = catalog.root / catalog.kinds["patch"]["data"] / target
+    files = patch_shards(PATCH_TARGETS(wheel))
+    changed = []
+    folder.mkdir(parents=True, exist_ok=True)
+    for stale in sorted(set(p.name for p in folder.glob("*.json")) - set(files)):
+        (folder / stale).unlink()
+        changed.append(str(folder / stale))
+    for name, text in files.items():
+        path = folder / name
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+            changed.append(str(path))
+    return changed
+
+
+def check_patch_targets(catalog: Catalog, target: str, wheel: Wheel) -> list[str]:
+    """extensions/patch/targets/<target>/ against a fresh extraction from the wheel."""
+    home = catalog.kinds["patch"]["data"]
+    folder = catalog.root / home / target
+    files = patch_shards(PATCH_TARGETS(wheel))
+    stored = {p.name for p in folder.glob("*.json")} if folder.is_dir() else set()
+    stale = sorted(n for n in files if n not in stored or (folder / n).read_text() != files[n])
+    stale += sorted(stored - set(files))
+    if not stale:
+        return []
+    return [
+        f"kind patch: {home}/{target}: {len(stale)} files differ from {wheel.label}"
+        f" (first {stale[0]}; run {GENERATED_BY})"
+    ]
+
+
 RECIPES: dict[str, Recipe] = {
     "general": Recipe(
         "vLLM's own vllm.general_plugins entry-point names (the wheel's entry_points.txt)",
@@ -342,7 +424,10 @@ def cmd_extract(catalog: Catalog, targets: list[str]) -> int:
         if not path.is_file() or path.read_text() != dump(doc):
             path.write_text(dump(doc))
             print(f"wrote {path}")
-    print(f"extracted {len(RECIPES)} kinds for {', '.join(targets)}")
+    for t in targets if "patch" in catalog.kinds else []:
+        for path in write_patch_targets(catalog, t, open_target(catalog, t)):
+            print(f"wrote {path}")
+    print(f"extracted {len(RECIPES)} kinds and the patch targets for {', '.join(targets)}")
     return 0
 
 
@@ -415,6 +500,8 @@ def check_target(catalog: Catalog, target: str, wheel: Wheel) -> tuple[list[tupl
     for kind in fresh:
         lines = check_builtins(catalog, kind, target, fresh[kind], wheel)
         problems += [(kind, line) for line in lines]
+    if "patch" in catalog.kinds:
+        problems += [("patch", line) for line in check_patch_targets(catalog, target, wheel)]
     for folder in catalog.folders:
         if folder not in RECIPES and (catalog.root / folder / "builtins.json").is_file():
             problems.append((folder, f"kind {folder}: builtins.json has no recipe; {RECIPE_HOME}"))

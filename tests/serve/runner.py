@@ -152,11 +152,13 @@ class Server:
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def trace(self) -> list[dict[str, Any]]:
+    def trace(self, event: str = "register") -> list[dict[str, Any]]:
+        """The plugin's trace records of one event ("register", or "patch")."""
         if not self.trace_path or not self.trace_path.exists():
             return []
         lines = self.trace_path.read_text().splitlines()
-        return [json.loads(line) for line in lines if line.strip()]
+        records = [json.loads(line) for line in lines if line.strip()]
+        return [r for r in records if r.get("event") == event]
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 20.0) -> list[tuple[int, str]]:
