@@ -65,6 +65,7 @@ def instances(project: Path) -> dict[str, str]:
 
 
 SEVERAL = ROOT / "examples" / "several.yml"
+PATCHES = ROOT / "examples" / "patches.yml"
 
 
 def render_file(dst: Path, answers: Path, **data: str) -> Path:

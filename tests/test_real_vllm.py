@@ -16,11 +16,22 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from conftest import CATALOG, SEVERAL, TARGETS, VLLM, instances, kinds_for, render_file, solo
+from conftest import (
+    CATALOG,
+    PATCHES,
+    SEVERAL,
+    TARGETS,
+    VLLM,
+    instances,
+    kinds_for,
+    render_file,
+    solo,
+)
 from realvllm import envs
 
 pytestmark = pytest.mark.real_vllm
 DRIVER = Path(__file__).parent / "realvllm" / "driver.py"
+ROOT_EXT = Path(__file__).resolve().parent.parent / "extensions"
 ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
 
 
@@ -186,3 +197,109 @@ def test_every_sample_asserts_in_real_vllm(
 
 def out_line(out: str) -> str:
     return out.split("VLLM_CHECKS ", 1)[1].splitlines()[0]
+
+
+# What examples/patches.yml promises (issue 15): these patches, each in exactly these processes.
+PATCHES_PROMISED = {
+    "patch:count_schedule": ["engine core"],
+    "patch:wrap_build_app": ["front end"],
+    "patch:check_inputs": ["front end"],
+    "patch:time_execute_model": ["worker"],
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_patches_example_passes_its_suite(target: str, tmp_path: Path) -> None:
+    """examples/patches.yml: every target exists in this vLLM as recorded, each patch applies
+    exactly once after 3 register() calls and a re-import, is reversible, and the instance's own
+    test passes; lint."""
+    import yaml
+
+    env = envs.ensure(target)
+    project = render_file(tmp_path / "patches", PATCHES, vllm_target=target)
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    named = {f"patch:{p['name']}": p["processes"] for p in answers["patch_targets"]}
+    assert named == PATCHES_PROMISED, named
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve"]
+    out = _run(cmd, project, paths)
+    assert " passed" in out and " failed" not in out, out[-3000:]
+    loaders = _run([str(env.python), str(project / "tests" / "vllm_checks.py"), "loaders"],
+                   project, paths)  # fmt: skip
+    result = json.loads(out_line(loaders))
+    assert not result["failed"], result["failed"]
+    assert set(result["ok"]) == {*PATCHES_PROMISED, "lazy"}, result["ok"]
+    _run([str(env.bin / "ruff"), "check", "."], project, paths)
+    _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
+
+
+def _changed_method(old: str, new: str) -> tuple[str, str, str]:
+    """(target, old signature, new signature) of a method whose parameters differ between two
+    targets' recorded data: the scheduler's if it has one, else the first in module order."""
+    data = {}
+    for t in (old, new):
+        folder = ROOT_EXT / CATALOG["patch"]["data"] / t
+        merged: dict[str, dict[str, str]] = {}
+        for shard in sorted(folder.glob("*.json")):
+            if shard.name != "index.json":
+                merged.update(json.loads(shard.read_text()))
+        data[t] = merged
+    changed = [
+        (f"{module}:{q}", data[old][module][q], sig)
+        for module, symbols in data[new].items()
+        for q, sig in symbols.items()
+        if module in data[old] and q in data[old][module] and "." in q
+        and sig.startswith("(") and data[old][module][q].startswith("(")
+        and data[old][module][q] != sig
+    ]  # fmt: skip
+    assert changed, f"no method changed its parameters between {old} and {new}"
+    return next((c for c in changed if "core.sched.scheduler:" in c[0]), changed[0])
+
+
+def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> None:
+    """A plugin generated for the oldest target, patching a method the newest target changed,
+    installed into the newest vLLM: registration stops with one line naming the target, the
+    change and the running vLLM; with on_mismatch: warn the patch is skipped with one WARNING."""
+    by_version = sorted(TARGETS, key=lambda t: tuple(map(int, t.split("."))))
+    old, new = by_version[0], by_version[-1]
+    target, before, after = _changed_method(old, new)
+    patches = [target, {"target": target, "name": "lenient", "on_mismatch": "warn"}]
+    env = envs.ensure(new)
+    answers = tmp_path / "answers.yml"
+    answers.write_text(json.dumps({"kinds": ["patch"], "patch_targets": patches[:1]}))
+    strict = render_file(tmp_path / "strict", answers, vllm_target=old)
+    answers.write_text(json.dumps({"kinds": ["patch"], "patch_targets": [patches[1]]}))
+    lenient = render_file(tmp_path / "lenient", answers, vllm_target=old)
+    module = target.partition(":")[0]
+    script = (
+        "import logging\n"
+        "logging.basicConfig(format='%(levelname)s %(name)s %(message)s')\n"
+        "from vllm.plugins import load_general_plugins\n"
+        "load_general_plugins()\n"
+        f"import {module}\n"
+        "print('IMPORTED')\n"
+    )
+    for project, fails in ((strict, True), (lenient, False)):
+        paths = envs.install_overlay(env, project, tmp_path / f"site-{project.name}")
+        proc = subprocess.run(
+            [str(env.python), "-c", script],
+            cwd=tmp_path, env=dict(os.environ, **ENV, **paths), capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+        out = proc.stdout + proc.stderr
+        version = VLLM["targets"][new]["version"]
+        expected = (
+            f"patch {target.rpartition(':')[2] if fails else 'lenient'}: {target} changed: "
+            f"{after}, recorded {before} for vLLM {VLLM['targets'][old]['version']}"
+            f" (running vllm {version})"
+        )
+        lines = [line for line in out.splitlines() if expected in line]
+        assert len(lines) == 1, out[-4000:]
+        if fails:
+            assert proc.returncode != 0 and "IMPORTED" not in out, out[-4000:]
+            assert lines[0].startswith("RuntimeError: my_vllm_plugin patch "), lines[0]
+        else:
+            assert proc.returncode == 0 and "IMPORTED" in out, out[-4000:]
+            assert lines[0].startswith("WARNING vllm.my_vllm_plugin._plugin "), lines[0]
+            assert lines[0].endswith("; patch skipped"), lines[0]
+        (tmp_path / f"{project.name}.line").write_text(lines[0] + "\n")

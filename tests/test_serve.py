@@ -30,7 +30,15 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CATALOG, SERVING_TARGET, SEVERAL, instances, kinds_for, render_file
+from conftest import (
+    CATALOG,
+    PATCHES,
+    SERVING_TARGET,
+    SEVERAL,
+    instances,
+    kinds_for,
+    render_file,
+)
 from realvllm import envs
 from serve import runner, tiny
 
@@ -257,6 +265,28 @@ def test_several_example_serves_every_instance(env: envs.VllmEnv, tmp_path: Path
     assert len(architectures) >= 3 and architectures <= passed, architectures
     serves = _literal(project, "SERVES")
     assert len(serves) >= len(architectures), serves  # a serve per architecture at least
+    assert " failed" not in out and " error" not in out, out[-8000:]
+
+
+def test_patches_example_applies_each_patch_in_its_processes(
+    env: envs.VllmEnv, tmp_path: Path
+) -> None:
+    """examples/patches.yml's own smoke test: one serve, each patch applied (the plugin's trace)
+    in exactly the processes it names, once in each; with its pass-through patches the served
+    log-probabilities are still what transformers computes from the checkpoint."""
+    from test_real_vllm import PATCHES_PROMISED
+
+    project = render_file(tmp_path / "patches", PATCHES, vllm_target=TARGET)
+    out, report = _run_smoke_test(env, project, tmp_path / "work")
+    for fact in report:
+        if "healthy_after" in fact:
+            runner.TIMINGS.append(("smoke test of patches.yml", fact["healthy_after"]))
+    passed, skipped = smoke_outcome(project, out)
+    assert set(PATCHES_PROMISED) <= passed, (passed, skipped)
+    applied = {f"patch:{fact['patch']}": fact["applied_in"] for fact in report if "patch" in fact}
+    assert applied == PATCHES_PROMISED, applied
+    assert len(_literal(project, "SERVES")) == 1, "the patches do not share one serve"
+    assert "output" in passed and len([f for f in report if "greedy" in f]) == 1, report
     assert " failed" not in out and " error" not in out, out[-8000:]
 
 
