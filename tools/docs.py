@@ -35,7 +35,7 @@ REGENERATE = "python -m tools.docs"
 KNOWN_FIELDS = {
     "id", "title", "summary", "short", "mechanism", "targets", "processes", "loaded_when",
     "switch_on", "duplicate", "trap", "cpu", "registry", "entry_point", "config_hook", "api",
-    "facts", "builtins", "lazy",
+    "facts", "builtins", "lazy", "data", "instead",
 }  # fmt: skip
 MECHANISMS = {
     "general_plugin": "registered by the package's general plugin (entry-point group "
@@ -398,7 +398,61 @@ def _how(entry: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _targets_data(vllm: dict, entry: dict[str, Any]) -> list[str]:
+    """A kind whose facts are a generated folder (`data:`, the patch kind's targets): what it
+    holds per target, and what changed between neighbouring targets."""
+    folder = ROOT / "extensions" / entry["data"]
+    per_target: dict[str, dict[str, dict[str, str]]] = {}
+    for target in entry["targets"]:
+        merged: dict[str, dict[str, str]] = {}
+        for shard in sorted((folder / target).glob("*.json")):
+            if shard.name != "index.json":
+                merged.update(json.loads(shard.read_text()))
+        per_target[target] = merged
+    lines = [
+        "What a target may be, extracted from each target's wheel into"
+        f" `extensions/{entry['data']}/` (`python -m tools.vllm_facts extract`): every module,"
+        " and in it every function (with its parameters), class, property, value and name it"
+        " imports from vLLM.",
+        "",
+    ]
+    for target, modules in per_target.items():
+        symbols = [r for m in modules.values() for r in m.values()]
+        functions = sum(r.startswith("(") for r in symbols)
+        lines.append(
+            f"- vLLM {vllm['targets'][target]['version']}: {len(modules)} modules,"
+            f" {len(symbols)} targets, {functions} of them functions or methods"
+        )
+    order = sorted(per_target, key=lambda t: tuple(int(x) for x in t.split(".")))
+    for old, new in zip(order, order[1:], strict=False):
+        a, b = per_target[old], per_target[new]
+        changed = sum(
+            1
+            for m in b
+            if m in a
+            for q, r in b[m].items()
+            if q in a[m] and r.startswith("(") and a[m][q].startswith("(") and a[m][q] != r
+        )
+        gone = sum(1 for m in a for q in a[m] if m not in b or q not in b[m])
+        o, n = vllm["targets"][old]["version"], vllm["targets"][new]["version"]
+        lines.append(
+            f"- {o} to {n}: {changed} functions changed their parameters, {gone} targets are"
+            " gone: a patch of one of them fails registration with one line in the newer vLLM"
+        )
+    instead = entry.get("instead") or {}
+    if instead:
+        lines += ["", "### Where vLLM has a registry or hook instead", ""]
+        lines += ["| target module | use the kind | because |", "|---|---|---|"]
+        lines += [
+            f"| `{prefix}` | [`{alt['kind']}`]({alt['kind']}.md) | {alt['why']} |"
+            for prefix, alt in instead.items()
+        ]
+    return lines + [""]
+
+
 def _builtins(vllm: dict, entry: dict[str, Any]) -> list[str]:
+    if "data" in entry:
+        return _targets_data(vllm, entry)
     data = entry.get("builtins_file") or {}
     per_target = data.get("targets") or {}
     if not per_target:
@@ -481,7 +535,7 @@ def kind_page(vllm: dict, entry: dict[str, Any], items: list[dict]) -> str:
         " ".join(str(entry.get("trap", "")).split()) + "\n",
         "## On CPU\n",
         " ".join(str(entry.get("cpu", "")).split()) + "\n",
-        "## Built-in names per target\n",
+        "## Targets per vLLM\n" if "data" in entry else "## Built-in names per target\n",
         *_builtins(vllm, entry),
         "## Differences between targets\n",
         *_differences(vllm, entry),

@@ -489,7 +489,8 @@ def signature_text(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
         out.append("*" + a.vararg.arg)
     elif a.kwonlyargs:
         out.append("*")
-    out += [p.arg + ("=..." if d is not None else "") for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+    keywords = zip(a.kwonlyargs, a.kw_defaults, strict=True)
+    out += [p.arg + ("=..." if d is not None else "") for p, d in keywords]
     if a.kwarg:
         out.append("**" + a.kwarg.arg)
     return "(" + ", ".join(out) + ")"
@@ -501,7 +502,8 @@ def _symbols(body: list[ast.stmt], prefix: str, depth: int, out: dict[str, str])
             decorators = set(pyread.decorator_names(stmt))
             if "overload" in decorators or "typing.overload" in decorators:
                 continue
-            if decorators & _PROPERTY_DECORATORS or any(d.endswith((".setter", ".deleter")) for d in decorators):
+            accessor = any(d.endswith((".setter", ".deleter")) for d in decorators)
+            if decorators & _PROPERTY_DECORATORS or accessor:
                 out[prefix + stmt.name] = "property"
             else:
                 out[prefix + stmt.name] = signature_text(stmt)  # the last def wins, as at run time
@@ -587,7 +589,7 @@ def _patch_targets(wheel: Wheel) -> dict[str, dict[str, str]]:
         return json.loads(cached.read_text())
     paths = wheel.py_files()
     workers = max(1, min(8, os.cpu_count() or 1))
-    chunks = [paths[i::workers * 4] for i in range(workers * 4)]
+    chunks = [paths[i :: workers * 4] for i in range(workers * 4)]
     found: dict[str, dict[str, str]] = {}
     with ProcessPoolExecutor(workers) as pool:
         for part in pool.map(_symbols_of, [str(wheel.path)] * len(chunks), chunks):
