@@ -68,6 +68,29 @@ SEVERAL = ROOT / "examples" / "several.yml"
 PATCHES = ROOT / "examples" / "patches.yml"
 
 
+def changed_method(old: str, new: str) -> tuple[str, str, str]:
+    """(target, old signature, new signature) of a method whose parameters differ between two
+    targets' recorded data: the scheduler's if it has one, else the first in module order."""
+    data = {}
+    for t in (old, new):
+        folder = ROOT / "extensions" / CATALOG["patch"]["data"] / t
+        merged: dict[str, dict[str, str]] = {}
+        for shard in sorted(folder.glob("*.json")):
+            if shard.name != "index.json":
+                merged.update(json.loads(shard.read_text()))
+        data[t] = merged
+    changed = [
+        (f"{module}:{q}", data[old][module][q], sig)
+        for module, symbols in data[new].items()
+        for q, sig in symbols.items()
+        if module in data[old] and q in data[old][module] and "." in q
+        and sig.startswith("(") and data[old][module][q].startswith("(")
+        and data[old][module][q] != sig
+    ]  # fmt: skip
+    assert changed, f"no method changed its parameters between {old} and {new}"
+    return next((c for c in changed if "core.sched.scheduler:" in c[0]), changed[0])
+
+
 def render_file(dst: Path, answers: Path, **data: str) -> Path:
     """`copier copy --defaults --data-file ANSWERS --data K=V ...` of this working tree, through
     the CLI, as the example's users run it."""

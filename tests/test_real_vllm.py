@@ -22,6 +22,7 @@ from conftest import (
     SEVERAL,
     TARGETS,
     VLLM,
+    changed_method,
     instances,
     kinds_for,
     render_file,
@@ -31,7 +32,6 @@ from realvllm import envs
 
 pytestmark = pytest.mark.real_vllm
 DRIVER = Path(__file__).parent / "realvllm" / "driver.py"
-ROOT_EXT = Path(__file__).resolve().parent.parent / "extensions"
 ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
 
 
@@ -233,36 +233,13 @@ def test_patches_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     _run([str(env.bin / "ruff"), "format", "--check", "."], project, paths)
 
 
-def _changed_method(old: str, new: str) -> tuple[str, str, str]:
-    """(target, old signature, new signature) of a method whose parameters differ between two
-    targets' recorded data: the scheduler's if it has one, else the first in module order."""
-    data = {}
-    for t in (old, new):
-        folder = ROOT_EXT / CATALOG["patch"]["data"] / t
-        merged: dict[str, dict[str, str]] = {}
-        for shard in sorted(folder.glob("*.json")):
-            if shard.name != "index.json":
-                merged.update(json.loads(shard.read_text()))
-        data[t] = merged
-    changed = [
-        (f"{module}:{q}", data[old][module][q], sig)
-        for module, symbols in data[new].items()
-        for q, sig in symbols.items()
-        if module in data[old] and q in data[old][module] and "." in q
-        and sig.startswith("(") and data[old][module][q].startswith("(")
-        and data[old][module][q] != sig
-    ]  # fmt: skip
-    assert changed, f"no method changed its parameters between {old} and {new}"
-    return next((c for c in changed if "core.sched.scheduler:" in c[0]), changed[0])
-
-
 def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> None:
     """A plugin generated for the oldest target, patching a method the newest target changed,
     installed into the newest vLLM: registration stops with one line naming the target, the
     change and the running vLLM; with on_mismatch: warn the patch is skipped with one WARNING."""
     by_version = sorted(TARGETS, key=lambda t: tuple(map(int, t.split("."))))
     old, new = by_version[0], by_version[-1]
-    target, before, after = _changed_method(old, new)
+    target, before, after = changed_method(old, new)
     patches = [target, {"target": target, "name": "lenient", "on_mismatch": "warn"}]
     env = envs.ensure(new)
     answers = tmp_path / "answers.yml"

@@ -28,7 +28,7 @@ from pathlib import Path
 import copier as copier_api
 import pytest
 import yaml
-from conftest import CATALOG, ROOT, VLLM, instances
+from conftest import CATALOG, ROOT, VLLM, changed_method, instances
 from realvllm import envs
 from update import harness
 from update.harness import Template
@@ -402,3 +402,34 @@ def test_author_edits_to_pyproject_survive(start: str, template: Template, tmp_p
     assert pyproject["project"]["scripts"] == {"acme-info": "acme.cli:main"}
     assert pyproject["tool"]["mypy"] == {"strict": True}
     assert pin(project) == requirement(VLLM["latest"])
+
+
+def test_patch_records_the_new_target_and_says_so(template: Template, tmp_path: Path) -> None:
+    """A patch of a method whose parameters differ between two vLLM targets, updated from one
+    to the other: _plugin.py (template-owned) records the new parameters, the author's edited
+    patch module and test are kept, and the update's message names the change and the module
+    to review."""
+    import ast
+
+    by_version = sorted(VLLM["targets"], key=lambda t: tuple(map(int, t.split("."))))
+    old, new = by_version[0], by_version[-1]
+    target, before, after = changed_method(old, new)
+    project = tmp_path / "plugin"
+    harness.copy(template, project, "HEAD", kinds=["patch"], vllm_target=old,
+                 patch_targets=[target])  # fmt: skip
+    added = harness.edit_author_files(project)
+    owned = harness.author_owned(project)
+
+    out = harness.update(project, "HEAD", vllm_target=new)
+
+    assert not harness.conflict_markers(project), out
+    assert_author_kept(project, owned, added)
+    package = harness.answers(project)["package_name"]
+    tree = ast.parse((project / "src" / str(package) / "_plugin.py").read_text())
+    recorded = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "PATCH_RECORDED"
+    )
+    assert recorded == {target: after}, recorded
+    assert f"{target} is {after} (vLLM {old}: {before}): review src/{package}/" in out, out
