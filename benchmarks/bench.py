@@ -67,6 +67,8 @@ def plugin_args(data: dict[str, object]) -> list[str]:
 
 
 PROCESSES = ["CLI --help", "front end", "model inspection", "engine core", "worker"]
+# The serves' "patch" trace records (patch kind), for the patch table.
+PATCH_EVENTS: list[dict[str, Any]] = []
 
 
 # -- measuring ----------------------------------------------------------------------------------
@@ -369,10 +371,28 @@ def vllm_env(extra: dict[str, str], cache: Path) -> dict[str, str]:
     return full
 
 
-def read_trace(path: Path) -> list[dict[str, Any]]:
+def read_trace(path: Path, event: str = "register") -> list[dict[str, Any]]:
+    """The plugin's trace records of one event: "register" (a register() call) or "patch"."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [r for r in records if r.get("event") == event]
+
+
+def patch_table(events: list[dict[str, Any]]) -> str:
+    """Patch x process of the serves: how often it was applied there, or skipped (not named
+    there); a process that never imported the target has no record."""
+    by_step: dict[str, dict[str, list[str]]] = {}
+    for e in events:
+        cell = by_step.setdefault(e["step"], {}).setdefault(role(e), [])
+        cell.append("applied" if e["applied"] else "skipped")
+    roles = [p for p in PROCESSES if any(p in cells for cells in by_step.values())]
+    rows = [
+        [step, *(", ".join(f"{n} {k}" for k in ("applied", "skipped")
+                           if (n := cells.get(r, []).count(k))) or "-" for r in roles)]
+        for step, cells in by_step.items()
+    ]  # fmt: skip
+    return table(["patch", *roles], rows)
 
 
 def role(record: dict[str, Any]) -> str:
@@ -443,6 +463,7 @@ def bench_serve(env: envs.VllmEnv, plugin: Plugin, work: Path, pairs: int) -> tu
         ) as server:
             healthy = server.healthy_after
             records.extend(server.trace())
+            PATCH_EVENTS.extend(server.trace("patch"))
         return healthy
 
     pair = Pair("vllm serve: start to healthy", Figure(f"with the {LABEL}"), Figure("without"))
@@ -804,6 +825,9 @@ def main(argv: list[str] | None = None) -> int:
             print(per_registry)
             seen = sorted({role(r) for r in records})
             print(f"from {len(records)} trace records of: {', '.join(seen)}")
+            if PATCH_EVENTS:
+                section("patches: where each was applied in the serves (the plugin's trace)")
+                print(patch_table(PATCH_EVENTS))
 
             section("the plugin's modules imported at registration (python -X importtime)")
             imports = bench_importtime(env, plugin, own, work, import_runs)
