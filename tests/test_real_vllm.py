@@ -278,3 +278,43 @@ def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> No
             assert lines[0].startswith("WARNING vllm.my_vllm_plugin._plugin "), lines[0]
             assert lines[0].endswith("; patch skipped"), lines[0]
         (tmp_path / f"{project.name}.line").write_text(lines[0] + "\n")
+
+
+ROLES_SCRIPT = """
+import importlib, json, multiprocessing
+from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+from vllm.v1.executor.uniproc_executor import UniProcExecutor
+from acme_patches import _plugin
+
+
+def engine_core_init(executor_class):  # as vLLM's EngineCore.__init__ holds it
+    importlib.reload(_plugin)  # the roles are decided while vLLM imports the plugin
+    return sorted(_plugin._roles())
+
+
+seen = {}
+for process, executor in [("EngineCore", UniProcExecutor), ("EngineCore", MultiprocExecutor),
+                          ("VllmWorker-0", None), ("MainProcess", None)]:
+    multiprocessing.current_process().name = process
+    seen[f"{process} {getattr(executor, '__name__', '')}".strip()] = engine_core_init(executor)
+print("ROLES " + json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_patch_roles_follow_the_process_and_its_executor(target: str, tmp_path: Path) -> None:
+    """The roles a patch's `processes` name, decided as vLLM loads the plugin, with vLLM's real
+    executor classes: an engine core that runs its worker itself (the `uni` executor, vLLM's
+    default on one GPU, which CPU serves never use) is a worker too; one with worker processes
+    is not; a worker process is a worker; the serving process is the front end."""
+    env = envs.ensure(target)
+    project = render_file(tmp_path / "patches", PATCHES, vllm_target=target)
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    out = _run([str(env.python), "-c", ROLES_SCRIPT], tmp_path, paths)
+    seen = json.loads(out.split("ROLES ", 1)[1].splitlines()[0])
+    assert seen == {
+        "EngineCore UniProcExecutor": ["engine core", "worker"],
+        "EngineCore MultiprocExecutor": ["engine core"],
+        "VllmWorker-0": ["worker"],
+        "MainProcess": ["front end"],
+    }, seen

