@@ -19,6 +19,7 @@ import pytest
 from conftest import (
     CATALOG,
     PATCHES,
+    ROOT,
     SEVERAL,
     TARGETS,
     VLLM,
@@ -318,3 +319,53 @@ def test_patch_roles_follow_the_process_and_its_executor(target: str, tmp_path: 
         "VllmWorker-0": ["worker"],
         "MainProcess": ["front end"],
     }, seen
+
+
+# Modules plugins patch most (engine core, scheduler, workers, runners, front end, configs, a
+# model, a layer): every target recorded in them must be what the live vLLM has.
+LIVE_MODULES = [
+    "vllm.v1.core.sched.scheduler", "vllm.v1.engine.core", "vllm.v1.engine.input_processor",
+    "vllm.v1.worker.gpu_worker", "vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.worker_base",
+    "vllm.entrypoints.llm", "vllm.entrypoints.launchers.api_server.entry", "vllm.config.model",
+    "vllm.config.vllm", "vllm.engine.arg_utils", "vllm.sampling_params",
+    "vllm.model_executor.models.llama", "vllm.model_executor.layers.layernorm",
+]  # fmt: skip
+LIVE_SCRIPT = """
+import importlib, json, sys
+from acme_patches import _plugin
+
+data, checked, wrong = json.loads(sys.argv[1]), 0, []
+for module, symbols in data.items():
+    live = importlib.import_module(module)
+    for qualname, recorded in symbols.items():
+        owner = live
+        *path, attr = qualname.split(".")
+        for part in path:
+            owner = getattr(owner, part, None)
+        if owner is None or attr not in vars(owner):
+            wrong.append([module, qualname, recorded, "missing"])
+            continue
+        checked += 1
+        found = _plugin._described(vars(owner)[attr])
+        if recorded not in ("value", found) and not (recorded == "(...)" and found[0] == "("):
+            wrong.append([module, qualname, recorded, found])
+print("LIVE " + json.dumps({"checked": checked, "wrong": wrong}))
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_recorded_patch_targets_are_what_the_live_vllm_has(target: str, tmp_path: Path) -> None:
+    """What extensions/patch/targets records (read from the wheel's source) against the live
+    objects of the installed vLLM, through the plugin's own comparison: every function's
+    parameters, every class, property and value of the modules plugins patch most."""
+    env = envs.ensure(target)
+    project = render_file(tmp_path / "patches", PATCHES, vllm_target=target)
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    folder = ROOT / "extensions" / CATALOG["patch"]["data"] / target
+    index = json.loads((folder / "index.json").read_text())["modules"]
+    data = {}
+    for module in LIVE_MODULES:
+        data[module] = json.loads((folder / f"{index[module]}.json").read_text())[module]
+    out = _run([str(env.python), "-c", LIVE_SCRIPT, json.dumps(data)], tmp_path, paths)
+    result = json.loads(out.split("LIVE ", 1)[1].splitlines()[0])
+    assert result["checked"] >= 1500 and not result["wrong"], result

@@ -60,6 +60,15 @@ def test_extract_is_byte_identical_to_the_committed_files(
     for kind in vllm_facts.RECIPES:
         fresh = (root / kind / "builtins.json").read_bytes()
         assert fresh == (CATALOG / kind / "builtins.json").read_bytes(), kind
+    # The patch kind's targets data (extensions/patch/targets/<target>/), file for file.
+    data = yaml.safe_load((CATALOG / "patch" / "kind.yml").read_text())["data"]
+    for target in TARGETS:
+        committed = sorted((CATALOG / data / target).glob("*.json"))
+        assert [p.name for p in sorted((root / data / target).glob("*.json"))] == [
+            p.name for p in committed
+        ]
+        for path in committed:
+            assert (root / data / target / path.name).read_bytes() == path.read_bytes(), path
     # A rerun changes nothing, and writes nothing.
     rc, lines = run(capsys, "extract", "--catalog", str(root))
     assert rc == 0 and not [line for line in lines if line.startswith("wrote")]
@@ -288,3 +297,31 @@ def test_evaluator_reads_vllm_style_tables() -> None:
     assert pyread.plain(ev.lookup("C")) == {"x": ["m", "X"], "y": "LlamaForCausalLM", "z": 1}
     assert ev.lookup("B") == {"z": 1, "y": "LlamaForCausalLM"}
     assert pyread.plain(ev.lookup("D")) == ["a", "b", "c"]
+
+
+def test_stale_patch_targets_fail_the_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A recorded signature that is not the wheel's: `check` names the folder and the file."""
+    root = tmp_path / "extensions"
+    (root / "patch").mkdir(parents=True)
+    vllm = yaml.safe_load((CATALOG / "vllm.yml").read_text())
+    vllm["kinds"] = ["patch"]
+    (root / "vllm.yml").write_text(yaml.safe_dump(vllm))
+    shutil.copy(CATALOG / "patch" / "kind.yml", root / "patch")
+    data = yaml.safe_load((CATALOG / "patch" / "kind.yml").read_text())["data"]
+    shutil.copytree(CATALOG / data, root / data)
+    index = json.loads((root / data / "0.33" / "index.json").read_text())["modules"]
+    shard = root / data / "0.33" / f"{index['vllm.v1.core.sched.scheduler']}.json"
+    text = shard.read_text()
+    assert '"Scheduler.schedule":"(self, throttle_prefills=...)"' in text
+    shard.write_text(text.replace('"Scheduler.schedule":"(self, throttle_prefills=...)"',
+                                  '"Scheduler.schedule":"(self)"'))  # fmt: skip
+
+    rc, lines = run(capsys, "check", "--catalog", str(root), "--target", "0.33")
+    assert rc == 1
+    stale = [line for line in lines if line.startswith("kind patch: ")]
+    assert stale == [
+        f"kind patch: {data}/0.33: 1 files differ from wheel 0.33.0 (first {shard.name}; "
+        "run python -m tools.vllm_facts extract) [target 0.33]"
+    ], lines

@@ -496,9 +496,35 @@ def signature_text(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return "(" + ", ".join(out) + ")"
 
 
-def _symbols(body: list[ast.stmt], prefix: str, depth: int, out: dict[str, str]) -> None:
+# A function whose parameters the source does not tell: a class decorator may replace its
+# `__init__` (vLLM's support_torch_compile does, with `*args, **kwargs`). Checked to exist.
+UNKNOWN_PARAMETERS = "(...)"
+
+
+def _field_without_default(stmt: ast.stmt) -> bool:
+    """`x: T = field(default_factory=...)` (or `field(init=False)`): a dataclass field that is
+    not an attribute of the class object."""
+    value = stmt.value if isinstance(stmt, ast.AnnAssign) else None
+    if not isinstance(value, ast.Call):
+        return False
+    name = (pyread.dotted_name(value.func) or "").rpartition(".")[2]
+    keywords = {k.arg for k in value.keywords}
+    return name in ("field", "Field") and "default" not in keywords and not value.args
+
+
+def _symbols(
+    body: list[ast.stmt], prefix: str, depth: int, out: dict[str, str], decorators: tuple = ()
+) -> None:
+    # A class decorator other than these may replace the class's __init__.
+    rewrites = any(d not in ("dataclass", "final", "runtime_checkable") for d in decorators)
     for stmt in _runtime_statements(body):
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
+        if rewrites and isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+            out[prefix + stmt.name] = UNKNOWN_PARAMETERS
+        elif _field_without_default(stmt) or (
+            decorators and isinstance(stmt, ast.AnnAssign) and isinstance(stmt.value, ast.Call)
+        ):
+            continue  # a dataclass field made by a call (get_field(...)) may not be on the class
+        elif isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef):
             decorators = set(pyread.decorator_names(stmt))
             if "overload" in decorators or "typing.overload" in decorators:
                 continue
@@ -510,7 +536,8 @@ def _symbols(body: list[ast.stmt], prefix: str, depth: int, out: dict[str, str])
         elif isinstance(stmt, ast.ClassDef):
             out[prefix + stmt.name] = "class"
             if depth < 2:
-                _symbols(stmt.body, f"{prefix}{stmt.name}.", depth + 1, out)
+                decorators = tuple(d.rpartition(".")[2] for d in pyread.decorator_names(stmt))
+                _symbols(stmt.body, f"{prefix}{stmt.name}.", depth + 1, out, decorators)
         else:
             for name in pyread.assigned_names(stmt):
                 out[prefix + name] = "value"
@@ -581,7 +608,8 @@ def _patch_targets(wheel: Wheel) -> dict[str, dict[str, str]]:
 
     from tools.wheelsrc import cache_root
 
-    parts = (signature_text, _symbols, _runtime_statements, _symbols_of, _resolve_import)
+    parts = (signature_text, _field_without_default, _symbols, _runtime_statements, _symbols_of)
+    parts += (_resolve_import,)
     code = "".join(inspect.getsource(f) for f in parts)
     key = hashlib.sha256(f"{wheel.path.name}\0{code}".encode()).hexdigest()[:16]
     cached = cache_root() / "patch-targets" / f"{wheel.path.name}-{key}.json"
