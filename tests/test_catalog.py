@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -153,3 +154,15 @@ def test_every_replaceable_class_has_a_cpu_sample_or_a_reason(kind: str) -> None
     assert selectable - set(samples) - set(reasons) == set(), "no sample and no reason"
     assert set(samples) | set(reasons) <= selectable, "names no class a target builds"
     assert all(isinstance(r, str) and r and "\n" not in r for r in reasons.values())
+
+
+def test_patch_instead_prefixes_are_vllm_modules() -> None:
+    """The patch kind's `instead:` table (hand-written: where vLLM has a registry) names module
+    prefixes that exist in every target's extracted targets data, and kinds of the catalog."""
+    entry = CATALOG["patch"]
+    for target in entry["targets"]:
+        index = ROOT / "extensions" / entry["data"] / target / "index.json"
+        modules = json.loads(index.read_text())["modules"]
+        for prefix, alt in entry["instead"].items():
+            assert prefix in modules, (target, prefix)
+            assert alt["kind"] in CATALOG, alt
