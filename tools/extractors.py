@@ -646,3 +646,110 @@ def patch_targets() -> Values:
     `what` is a function's signature_text, "class", "property" or "value" (an assignment).
     Top-level names and members of classes, two classes deep."""
     return lambda wheel: _memo(wheel, ("patch_targets",), lambda: _patch_targets(wheel))
+
+
+# -- model configurations: vLLM's config registry and the transformers it requires ----------
+
+CONFIGS = "vllm/transformers_utils/config.py"
+AUTO = "transformers/models/auto"
+CAUSAL_LM = "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"
+
+
+def _requirement_floor(wheel: Wheel, project: str) -> str:
+    """The lowest version of `project` the wheel's METADATA accepts (`Requires-Dist: x>=A`)."""
+    import email.parser
+
+    meta = email.parser.Parser().parsestr(wheel.metadata())
+    name = rf"{re.escape(project)}(?![A-Za-z0-9_.-])\s*(?:\[[^]]*\])?\s*([^;]*)"
+    for line in meta.get_all("Requires-Dist") or []:
+        m = re.match(name, line, re.IGNORECASE)
+        floor = re.search(r">=\s*([0-9][^,\s]*)", m.group(1)) if m else None
+        if floor:
+            return floor.group(1)
+    raise FactsError(f"{wheel.label}: METADATA has no `Requires-Dist: {project}>=...`")
+
+
+def requirement_wheel(wheel: Wheel, project: str) -> Wheel:
+    """The wheel of `project` (e.g. transformers) at the lowest version vLLM's wheel accepts:
+    what every environment of the target has at least (a newer one can only know more)."""
+    from tools.wheelsrc import load_wheel, wheel_for_spec
+
+    spec = f"{project}=={_requirement_floor(wheel, project)}"
+    return _memo(wheel, ("requirement", spec), lambda: load_wheel(wheel_for_spec(spec)))
+
+
+def _is_update_of(stmt: ast.stmt, var: str) -> bool:
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        return False
+    f = stmt.value.func
+    return isinstance(f, ast.Attribute) and f.attr == "update" and ast.unparse(f.value) == var
+
+
+def _string_pairs(tree: ast.Module, var: str) -> dict[str, str]:
+    """{key: value} of the string pairs a module puts in `var`: the ("a", "B") tuples,
+    {"a": "B"} items and a="B" keywords of its assignments and `var.update(...)` calls."""
+    out: dict[str, str] = {}
+    for stmt in tree.body:
+        value: ast.AST | None = None
+        if isinstance(stmt, ast.Assign | ast.AnnAssign):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            if any(isinstance(t, ast.Name) and t.id == var for t in targets):
+                value = stmt.value
+        elif _is_update_of(stmt, var):
+            value = stmt
+        for node in ast.walk(value) if value is not None else []:
+            pairs: list[tuple[ast.AST | None, ast.AST]] = []
+            if isinstance(node, ast.Tuple) and len(node.elts) == 2:
+                pairs = [(node.elts[0], node.elts[1])]
+            elif isinstance(node, ast.Dict):
+                pairs = list(zip(node.keys, node.values, strict=True))
+            elif isinstance(node, ast.Call):
+                pairs = [(ast.Constant(k.arg), k.value) for k in node.keywords if k.arg]
+            for k, v in pairs:
+                key, val = getattr(k, "value", None), getattr(v, "value", None)
+                if isinstance(key, str) and isinstance(val, str):
+                    out[key] = val
+    return out
+
+
+def _config_names(hf: Wheel) -> dict[str, str]:
+    """transformers' CONFIG_MAPPING_NAMES (model type -> configuration class name): generated
+    into auto_mappings.py by newer releases, then updated in configuration_auto.py."""
+    names: dict[str, str] = {}
+    for path in (f"{AUTO}/auto_mappings.py", f"{AUTO}/configuration_auto.py"):
+        if hf.has(path):
+            names.update(_string_pairs(hf.tree(path), "CONFIG_MAPPING_NAMES"))
+    return names
+
+
+def model_types() -> Values:
+    """Every config.json `model_type` a checkpoint can already name: the keys of vLLM's
+    _CONFIG_REGISTRY and of transformers' CONFIG_MAPPING_NAMES (at vLLM's lowest transformers)."""
+
+    def run(wheel: Wheel) -> list[str]:
+        vllm = _string_pairs(wheel.tree(CONFIGS), "_CONFIG_REGISTRY")
+        names = _config_names(requirement_wheel(wheel, "transformers"))
+        if not vllm or not names:
+            raise FactsError("no model types found in _CONFIG_REGISTRY or CONFIG_MAPPING_NAMES")
+        return sorted(set(vllm) | set(names))
+
+    return run
+
+
+def base_configs(text_generation: Values) -> Values:
+    """{architecture: "transformers:Config"} for the text-generation architectures that
+    transformers builds for a causal-LM model type (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES): the
+    configuration class a new model type based on that architecture starts from."""
+
+    def run(wheel: Wheel) -> dict[str, str]:
+        hf = requirement_wheel(wheel, "transformers")
+        configs = _config_names(hf)
+        causal = _string_pairs(hf.tree(f"{AUTO}/modeling_auto.py"), CAUSAL_LM)
+        archs = set(text_generation(wheel))
+        out: dict[str, str] = {}
+        for model_type, arch in causal.items():
+            if arch in archs and model_type in configs and arch not in out:
+                out[arch] = f"transformers:{configs[model_type]}"
+        return dict(sorted(out.items()))
+
+    return run

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from tools import pyread
-from tools.wheelsrc import Wheel
+from tools.wheelsrc import FactsError, Wheel
 
 
 @dataclass
@@ -162,6 +162,15 @@ def check_api(kind: str, key: str, entry: dict[str, Any], target: str, wheel: Wh
     """Problems with one `api:` entry: the module must exist and provide the name."""
     module, name = api_entry(entry, target)
     head = f"kind {kind}: api {key} ({module}.{name}): "
+    if module.split(".")[0] != "vllm":
+        # Another library's API (transformers): checked in its wheel at the lowest version the
+        # vLLM wheel requires.
+        from tools.extractors import requirement_wheel
+
+        try:
+            wheel = requirement_wheel(wheel, module.split(".")[0])
+        except FactsError as exc:
+            return [head + str(exc)]
     if wheel.module_path(module) is None:
         modules = [pyread.module_of(p) for p in wheel.py_files()]
         return [

@@ -154,6 +154,10 @@ def check_patch_targets(catalog: Catalog, target: str, wheel: Wheel) -> list[str
     ]
 
 
+TEXT_GENERATION = ex.module_class_map(
+    MODELS, "_TEXT_GENERATION_MODELS", "vllm.model_executor.models"
+)
+
 RECIPES: dict[str, Recipe] = {
     "general": Recipe(
         "vLLM's own vllm.general_plugins entry-point names (the wheel's entry_points.txt)",
@@ -161,13 +165,18 @@ RECIPES: dict[str, Recipe] = {
     ),
     "model": Recipe(
         "architectures in _VLLM_MODELS (vllm/model_executor/models/registry.py); text_generation: "
-        "_TEXT_GENERATION_MODELS as arch -> module:Class; oot_supported: _OOT_SUPPORTED_MODELS",
+        "_TEXT_GENERATION_MODELS as arch -> module:Class; oot_supported: _OOT_SUPPORTED_MODELS; "
+        "model_types: the config.json model types vLLM's _CONFIG_REGISTRY "
+        "(vllm/transformers_utils/config.py) or transformers' CONFIG_MAPPING_NAMES know, at the "
+        "lowest transformers the wheel requires; base_configs: text-generation arch -> the "
+        "transformers configuration class of its causal-LM model type (MODEL_FOR_CAUSAL_LM_"
+        "MAPPING_NAMES)",
         ex.constant(MODELS, "_VLLM_MODELS"),
         {
-            "text_generation": ex.module_class_map(
-                MODELS, "_TEXT_GENERATION_MODELS", "vllm.model_executor.models"
-            ),
+            "text_generation": TEXT_GENERATION,
             "oot_supported": ex.optional(ex.constant(MODELS, "_OOT_SUPPORTED_MODELS")),
+            "model_types": ex.model_types(),
+            "base_configs": ex.base_configs(TEXT_GENERATION),
         },
     ),
     "custom_op": _built_classes(

@@ -129,6 +129,10 @@ class Wheel:
             self._trees[path] = ast.parse(self.text(path), filename=path)
         return self._trees[path]
 
+    def metadata(self) -> str:
+        """The wheel's METADATA file (Requires-Python, Requires-Dist, ...)."""
+        return self.text(f"{self._dist_info}/METADATA")
+
     def entry_points(self, group: str) -> dict[str, str]:
         """`name -> value` of one entry-point group in the wheel's own entry_points.txt."""
         path = f"{self._dist_info}/entry_points.txt"
