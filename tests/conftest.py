@@ -66,6 +66,7 @@ def instances(project: Path) -> dict[str, str]:
 
 SEVERAL = ROOT / "examples" / "several.yml"
 PATCHES = ROOT / "examples" / "patches.yml"
+NEW_MODEL_TYPE = ROOT / "examples" / "new-model-type.yml"
 
 
 def changed_method(old: str, new: str) -> tuple[str, str, str]:

@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 import pytest
 from conftest import (
     CATALOG,
+    NEW_MODEL_TYPE,
     PATCHES,
     ROOT,
     SEVERAL,
@@ -319,6 +320,62 @@ def test_patch_roles_follow_the_process_and_its_executor(target: str, tmp_path: 
         "VllmWorker-0": ["worker"],
         "MainProcess": ["front end"],
     }, seen
+
+
+# What examples/new-model-type.yml promises (issue 14): one architecture with an alias, and
+# its own model type, whose configuration is a step of its own.
+NEW_TYPE_STEPS = {"model:Spark2_5ForCausalLM", "model:Spark2_5ForCausalLM:config"}
+NEW_TYPE_SCRIPT = """
+import json, sys
+from pathlib import Path
+from vllm.plugins import load_general_plugins
+from vllm.transformers_utils.config import get_config
+
+checkpoint = Path(sys.argv[1])
+load_general_plugins()
+try:
+    config = get_config(checkpoint, trust_remote_code=False)
+except Exception as e:
+    print("CONFIG " + json.dumps({"error": str(e).splitlines()[0]}))
+else:
+    print("CONFIG " + json.dumps({
+        "class": f"{type(config).__module__}:{type(config).__name__}",
+        "model_type": config.model_type,
+        "model_code_imported": [m for m in sys.modules if m.startswith("acme_spark.model_")
+                                and not m.endswith("_config")],
+    }))
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_new_model_type_example_reads_its_checkpoints_through_vllm(
+    target: str, tmp_path: Path
+) -> None:
+    """examples/new-model-type.yml: its suite, loader checks (the architecture, its alias and
+    the configuration, each lazily and idempotently) and lint pass; vLLM's own get_config reads
+    a config.json of the new model type as the plugin's class, without importing model code;
+    with the plugin not loaded, vLLM refuses that checkpoint naming the model type."""
+    env = envs.ensure(target)
+    project = render_file(tmp_path / "spark", NEW_MODEL_TYPE, vllm_target=target)
+    ok = _suite_loaders_and_lint(env, project, tmp_path / "site")
+    assert ok == {*NEW_TYPE_STEPS, "lazy"}, ok
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    config = {"architectures": ["Spark2_5LMHeadModel"], "model_type": "acme_spark2_5",
+              "hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1,
+              "vocab_size": 256, "intermediate_size": 128}  # fmt: skip
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    script = [str(env.python), "-c", NEW_TYPE_SCRIPT, str(checkpoint)]
+    read = json.loads(_run(script, tmp_path, paths).split("CONFIG ", 1)[1].splitlines()[0])
+    assert read == {
+        "class": "acme_spark.model_spark2_5_for_causal_lm_config:Spark2_5Config",
+        "model_type": "acme_spark2_5",
+        "model_code_imported": [],
+    }, read
+    alone = _run(script, tmp_path, {**paths, "VLLM_PLUGINS": ""})
+    error = json.loads(alone.split("CONFIG ", 1)[1].splitlines()[0])["error"]
+    assert "acme_spark2_5" in error, error
 
 
 # Modules plugins patch most (engine core, scheduler, workers, runners, front end, configs, a

@@ -156,12 +156,45 @@ ROWS: list[Row] = [
     Row("kinds", [], "must name at least one kind"),
     Row("kinds", ["no_such_kind"], "'no_such_kind' is not in"),
     # model
-    Row("model_architectures", ["llama_arch"], "CapWords", MODEL),
-    Row("model_architectures", ["None"], "Python keyword", MODEL),
+    # model: names as vLLM's registry and config.json take them (underscores allowed); the
+    # class is named after the architecture unless `class:` gives one
+    Row("model_architectures", ["llama_arch"], "must make a class", MODEL),
+    Row("model_architectures", ["None"], "must make a class", MODEL),
     Row("model_architectures", ["VllmConfig"], "module imports from vLLM", MODEL),
     Row("model_architectures", ["LlamaForCausalLM"], "built-in architecture", MODEL),
     Row("model_architectures", [f"My{CYRILLIC_A}Model"], "plain ASCII", MODEL),
-    Row("model_architectures", ["Acme.Model"], "CapWords", MODEL),
+    Row("model_architectures", ["Acme.Model"], "must be an architecture name", MODEL),
+    Row("model_architectures", ["_AcmeModel"], "must be an architecture name", MODEL),
+    Row("model_architectures", [{"name": "A", "class": "a_b"}], "CapWords", MODEL),
+    # aliases: more names of the same class, one namespace with every instance's names
+    Row("model_architectures", [{"name": "A", "aliases": "B"}], "list of architecture", MODEL),
+    Row("model_architectures", [{"name": "A", "aliases": ["A"]}], "differ from the name", MODEL),
+    Row("model_architectures", [{"name": "A", "aliases": ["B", "B"]}], "a name twice", MODEL),
+    Row("model_architectures", [{"name": "A", "aliases": ["B"]}, "B"], "twice", MODEL),
+    Row("model_architectures", [{"name": "A", "aliases": ["a.b"]}], "alias must be an", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "aliases": ["LlamaForCausalLM"]}],
+        "alias must not be vLLM",
+        MODEL,
+    ),
+    # model_type: new to vLLM and transformers, one per instance, from a base transformers has
+    Row("model_architectures", [{"name": "A", "model_type": "llama"}], "do not know yet", MODEL),
+    Row("model_architectures", [{"name": "A", "model_type": "chatglm"}], "do not know", MODEL),
+    Row("model_architectures", [{"name": "A", "model_type": "My-T"}], "lower-case model", MODEL),
+    Row("model_architectures", [{"name": "A", "model_type": 3}], "that is a string", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "model_type": "acme_a"}, {"name": "B", "model_type": "acme_a"}],
+        "same model_type twice",
+        MODEL,
+    ),
+    Row(
+        "model_architectures",
+        [{"name": "A", "model_type": "acme_a", "base": "DeciLMForCausalLM"}],
+        "whose model type transformers knows",
+        MODEL,
+    ),
     # platform: any one line (vLLM takes any string; its own test says DummyDevice), built-ins
     # ignoring case
     Row(
@@ -521,6 +554,18 @@ def test_defaults_never_collide_with_builtins(template: Path, tmp_path: Path) ->
     for kind in ("reasoning_parser", "tool_parser", "model"):
         (name,) = answers[CATALOG[kind]["instances"]["answer"]]
         assert name not in CATALOG[kind]["builtins"][LATEST]["names"], (kind, name)
+
+
+def test_every_builtin_architecture_is_a_valid_name() -> None:
+    """The architecture rule is vLLM's own: every built-in architecture of every target
+    passes it (31 of 0.33's contain an underscore), and so would be a valid plugin name."""
+    source = '{% from "extensions/validate.jinja" import architecture %}{{ architecture(n) }}'
+    template = docs.environment().from_string(source)
+    for target in VLLM["targets"]:
+        names = CATALOG["model"]["builtins"][target]["names"]
+        refused = {n: m for n in names if (m := template.render(n=n).strip())}
+        assert not refused, (target, refused)
+        assert sum("_" in n for n in names) >= 20, "the rule is tested on underscore names"
 
 
 # ------------------------------------------------------------- macros kinds are meant to use
