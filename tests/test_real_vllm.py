@@ -378,6 +378,65 @@ def test_new_model_type_example_reads_its_checkpoints_through_vllm(
     assert "acme_spark2_5" in error, error
 
 
+REPLACE_SCRIPT = """
+import logging, json
+from vllm.plugins import load_general_plugins
+from vllm import ModelRegistry
+from transformers import AutoConfig
+
+records = []
+handler = logging.Handler()
+handler.emit = lambda record: records.append(record.getMessage())
+logging.getLogger("vllm.acme_replace").addHandler(handler)
+load_general_plugins()
+cls = ModelRegistry.models["LlamaForCausalLM"].load_model_cls()
+config = AutoConfig.for_model("mistral")
+print("REPLACED " + json.dumps({
+    "LlamaForCausalLM": f"{cls.__module__}:{cls.__name__}",
+    "mistral": f"{type(config).__module__}:{type(config).__name__}",
+    "warnings": [r for r in records if "replaces" in r],
+}))
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_replace_serves_the_plugin_class_for_a_builtin_name(target: str, tmp_path: Path) -> None:
+    """`replace: true` on purpose: vLLM's own LlamaForCausalLM and transformers' mistral model
+    type now resolve, through vLLM's registry and AutoConfig, to the plugin's classes; each
+    replacement logs one WARNING naming what it replaced and the package; the suite passes."""
+    env = envs.ensure(target)
+    answers = {
+        "project_name": "Acme Replace",
+        "kinds": ["model"],
+        "model_architectures": [
+            {"name": "LlamaForCausalLM", "replace": True},
+            {"name": "AcmeMistralForCausalLM", "base": "MistralForCausalLM",
+             "model_type": "mistral", "replace": True},
+        ],
+    }  # fmt: skip
+    data = tmp_path / "replace.yml"
+    data.write_text(json.dumps(answers))
+    project = render_file(tmp_path / "replace", data, vllm_target=target)
+    ok = _suite_loaders_and_lint(env, project, tmp_path / "site")
+    expected = {"model:LlamaForCausalLM", "model:AcmeMistralForCausalLM"}
+    assert ok == {*expected, "model:AcmeMistralForCausalLM:config", "lazy"}, ok
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    out = _run([str(env.python), "-c", REPLACE_SCRIPT], tmp_path, paths)
+    seen = json.loads(out.split("REPLACED ", 1)[1].splitlines()[0])
+    builtin = CATALOG["model"]["builtins"][target]["text_generation"]["LlamaForCausalLM"]
+    assert seen == {
+        "LlamaForCausalLM": "acme_replace.model_llama_for_causal_lm:LlamaForCausalLM",
+        "mistral": "acme_replace.model_acme_mistral_for_causal_lm_config:AcmeMistralConfig",
+        "warnings": [
+            "acme_replace replaces vLLM's architecture LlamaForCausalLM"
+            f" ({builtin}) with acme_replace.model_llama_for_causal_lm:LlamaForCausalLM",
+            "acme_replace replaces the configuration of model type mistral (transformers.models"
+            ".mistral.configuration_mistral.MistralConfig) with"
+            " acme_replace.model_acme_mistral_for_causal_lm_config:AcmeMistralConfig",
+        ],
+    }, seen
+
+
 # Modules plugins patch most (engine core, scheduler, workers, runners, front end, configs, a
 # model, a layer): every target recorded in them must be what the live vLLM has.
 LIVE_MODULES = [

@@ -161,7 +161,7 @@ ROWS: list[Row] = [
     Row("model_architectures", ["llama_arch"], "must make a class", MODEL),
     Row("model_architectures", ["None"], "must make a class", MODEL),
     Row("model_architectures", ["VllmConfig"], "module imports from vLLM", MODEL),
-    Row("model_architectures", ["LlamaForCausalLM"], "built-in architecture", MODEL),
+    Row("model_architectures", ["LlamaForCausalLM"], "or give `replace: true`", MODEL),
     Row("model_architectures", [f"My{CYRILLIC_A}Model"], "plain ASCII", MODEL),
     Row("model_architectures", ["Acme.Model"], "must be an architecture name", MODEL),
     Row("model_architectures", ["_AcmeModel"], "must be an architecture name", MODEL),
@@ -178,9 +178,18 @@ ROWS: list[Row] = [
         "alias must not be vLLM",
         MODEL,
     ),
+    # replace: a built-in name or model type on purpose, only where it replaces something
+    Row("model_architectures", [{"name": "A", "replace": "yes"}], "true or false", MODEL),
+    Row("model_architectures", [{"name": "A", "replace": True}], "only where it", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "model_type": "chatglm", "replace": True}],
+        "even with `replace: true`",
+        MODEL,
+    ),
     # model_type: new to vLLM and transformers, one per instance, from a base transformers has
     Row("model_architectures", [{"name": "A", "model_type": "llama"}], "do not know yet", MODEL),
-    Row("model_architectures", [{"name": "A", "model_type": "chatglm"}], "do not know", MODEL),
+    Row("model_architectures", [{"name": "A", "model_type": "chatglm"}], "own config", MODEL),
     Row("model_architectures", [{"name": "A", "model_type": "My-T"}], "lower-case model", MODEL),
     Row("model_architectures", [{"name": "A", "model_type": 3}], "that is a string", MODEL),
     Row(

@@ -736,6 +736,19 @@ def model_types() -> Values:
     return run
 
 
+def config_registry() -> Values:
+    """The model types vLLM reads through its own _CONFIG_REGISTRY, before transformers'
+    AutoConfig is asked (vllm/transformers_utils/config.py): a plugin cannot replace them there."""
+
+    def run(wheel: Wheel) -> list[str]:
+        names = _string_pairs(wheel.tree(CONFIGS), "_CONFIG_REGISTRY")
+        if not names:
+            raise FactsError(f"{CONFIGS}: no _CONFIG_REGISTRY entries")
+        return sorted(names)
+
+    return run
+
+
 def base_configs(text_generation: Values) -> Values:
     """{architecture: "transformers:Config"} for the text-generation architectures that
     transformers builds for a causal-LM model type (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES): the

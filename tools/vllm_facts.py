@@ -170,12 +170,14 @@ RECIPES: dict[str, Recipe] = {
         "(vllm/transformers_utils/config.py) or transformers' CONFIG_MAPPING_NAMES know, at the "
         "lowest transformers the wheel requires; base_configs: text-generation arch -> the "
         "transformers configuration class of its causal-LM model type (MODEL_FOR_CAUSAL_LM_"
-        "MAPPING_NAMES)",
+        "MAPPING_NAMES); config_registry: the model types of _CONFIG_REGISTRY alone (vLLM reads "
+        "them before asking transformers)",
         ex.constant(MODELS, "_VLLM_MODELS"),
         {
             "text_generation": TEXT_GENERATION,
             "oot_supported": ex.optional(ex.constant(MODELS, "_OOT_SUPPORTED_MODELS")),
             "model_types": ex.model_types(),
+            "config_registry": ex.config_registry(),
             "base_configs": ex.base_configs(TEXT_GENERATION),
         },
     ),
