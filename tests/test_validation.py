@@ -187,6 +187,28 @@ ROWS: list[Row] = [
         "even with `replace: true`",
         MODEL,
     ),
+    # replace on a kind whose built-ins the template does not replace yet: one line, says so
+    Row("tool_parser_names", [{"name": "hermes", "replace": True}], "must not give `replace`", TP),
+    # family: a base from that family's table of vLLM
+    Row("model_architectures", [{"name": "A", "family": "pool"}], "one of generate, pool", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "AcmeVLForConditionalGeneration", "family": "multimodal"}],
+        "not one of the generate family",
+        MODEL,
+    ),
+    Row(
+        "model_architectures",
+        [{"name": "AcmeEmbeddingModel", "family": "pooling", "base": "EagleLlamaForCausalLM"}],
+        "not one of the draft family",
+        MODEL,
+    ),
+    Row(
+        "model_architectures",
+        [{"name": "AcmeEmbeddingModel", "family": "pooling", "base": "NoSuchModel"}],
+        "pooling architectures",
+        MODEL,
+    ),
     # model_type: new to vLLM and transformers, one per instance, from a base transformers has
     Row("model_architectures", [{"name": "A", "model_type": "llama"}], "do not know yet", MODEL),
     Row("model_architectures", [{"name": "A", "model_type": "chatglm"}], "own config", MODEL),
@@ -218,7 +240,7 @@ ROWS: list[Row] = [
     Row("platform_device_name", "None", "not set", PLATFORM),
     # built-in names asked without choices (builtin_one): refused with the close names
     Row("model_architectures", [{"name": "A", "base": "llama"}], "close: LLaMAForCausalLM", MODEL),
-    Row("model_architectures", [{"name": "A", "base": "BertModel"}], "text-generation", MODEL),
+    Row("model_architectures", [{"name": "A", "base": "BertModel"}], "pooling family", MODEL),
     Row(
         "model_class_override_archs",
         ["qwen2"],

@@ -35,7 +35,7 @@ REGENERATE = "python -m tools.docs"
 KNOWN_FIELDS = {
     "id", "title", "summary", "short", "mechanism", "targets", "processes", "loaded_when",
     "switch_on", "duplicate", "trap", "cpu", "registry", "entry_point", "config_hook", "api",
-    "facts", "builtins", "lazy", "data", "instead",
+    "facts", "builtins", "lazy", "data", "instead", "families",
 }  # fmt: skip
 MECHANISMS = {
     "general_plugin": "registered by the package's general plugin (entry-point group "
@@ -512,6 +512,39 @@ def _differences(vllm: dict, entry: dict[str, Any]) -> list[str]:
     return lines or ["- The catalog records no difference."]
 
 
+def _families(vllm: dict, entry: dict[str, Any]) -> list[str]:
+    """The model families (`families:` in kind.yml): where each one's bases come from, how
+    many each target has, what proves it, and whether the smoke serve shows it."""
+    families = entry.get("families") or {}
+    if not families:
+        return []
+    per_target = (entry.get("builtins_file") or {}).get("targets") or {}
+    versions = [vllm["targets"][t]["version"] for t in entry["targets"]]
+    lines = [
+        "## Families\n",
+        "`family:` on an element says what vLLM runs the class as; `base:` must be one of vLLM's"
+        " architectures of that family, from the registry table below (extracted per target).\n",
+        "| family | bases from | bases per vLLM " + ", ".join(versions) + " | proven by | served |",
+        "|---|---|---|---|---|",
+    ]
+    for name, spec in families.items():
+        table = spec["table"]
+        counts = ", ".join(str(len(per_target.get(t, {}).get(table, {}))) for t in entry["targets"])
+        proof = f"`{spec['predicate']}`" if spec.get("predicate") else "the registry resolves it"
+        served = (
+            " ".join(str(spec["not_served"]).split())
+            if spec.get("not_served")
+            else "yes, on a Llama base (the tiny checkpoint)"
+        )
+        lines.append(f"| {name} | `{table}` | {counts} | {proof} | {served} |")
+    lines.append("")
+    for name, spec in families.items():
+        bases = per_target.get(entry["targets"][-1], {}).get(spec["table"], {})
+        lines.append(f"- {name} (vLLM {versions[-1]}): {_names(sorted(bases), 'bases')}")
+    lines.append("")
+    return lines
+
+
 def kind_page(vllm: dict, entry: dict[str, Any], items: list[dict]) -> str:
     kind = entry["id"]
     versions = ", ".join(vllm["targets"][t]["version"] for t in entry["targets"])
@@ -535,6 +568,7 @@ def kind_page(vllm: dict, entry: dict[str, Any], items: list[dict]) -> str:
         " ".join(str(entry.get("trap", "")).split()) + "\n",
         "## On CPU\n",
         " ".join(str(entry.get("cpu", "")).split()) + "\n",
+        *_families(vllm, entry),
         "## Targets per vLLM\n" if "data" in entry else "## Built-in names per target\n",
         *_builtins(vllm, entry),
         "## Differences between targets\n",

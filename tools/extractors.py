@@ -766,3 +766,23 @@ def base_configs(text_generation: Values) -> Values:
         return dict(sorted(out.items()))
 
     return run
+
+
+def module_class_maps(path: str, variables: tuple[str, ...], package: str) -> Values:
+    """module_class_map of several tables merged (those the file has; one at least), first wins."""
+
+    def run(wheel: Wheel) -> dict[str, str]:
+        out: dict[str, str] = {}
+        found = False
+        for var in variables:
+            try:
+                table = module_class_map(path, var, package)(wheel)
+            except FactsError:
+                continue
+            found = True
+            out = {**table, **out}
+        if not found:
+            raise FactsError(f"{path}: none of {', '.join(variables)}")
+        return dict(sorted(out.items()))
+
+    return run

@@ -1,0 +1,189 @@
+"""Tier 2, patches (issue 15): examples/patches.yml and the patch glue inside real vLLM, in fresh
+processes (helpers in test_real_vllm.py; split so that xdist spreads tier 2 over the workers).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import (
+    CATALOG,
+    PATCHES,
+    ROOT,
+    TARGETS,
+    VLLM,
+    changed_method,
+    render_file,
+)
+from realvllm import envs
+from test_real_vllm import ENV, _run, _suite_loaders_and_lint
+
+pytestmark = pytest.mark.real_vllm
+
+
+# What examples/patches.yml promises (issue 15): these patches, each in exactly these processes.
+PATCHES_PROMISED = {
+    "patch:count_schedule": ["engine core"],
+    "patch:wrap_build_app": ["front end"],
+    "patch:check_inputs": ["front end"],
+    "patch:time_execute_model": ["worker"],
+}
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_patches_example_passes_its_suite(target: str, tmp_path: Path) -> None:
+    """examples/patches.yml: every target exists in this vLLM as recorded, each patch applies
+    exactly once after 3 register() calls and a re-import, is reversible, and the instance's own
+    test passes; lint."""
+    import yaml
+
+    env = envs.ensure(target)
+    project = render_file(tmp_path / "patches", PATCHES, vllm_target=target)
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    named = {f"patch:{p['name']}": p["processes"] for p in answers["patch_targets"]}
+    assert named == PATCHES_PROMISED, named
+    ok = _suite_loaders_and_lint(env, project, tmp_path / "site")
+    assert ok == {*PATCHES_PROMISED, "lazy"}, ok
+
+
+def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> None:
+    """A plugin generated for the oldest target, patching a method the newest target changed,
+    installed into the newest vLLM: registration stops with one line naming the target, the
+    change and the running vLLM; with on_mismatch: warn the patch is skipped with one WARNING."""
+    by_version = sorted(TARGETS, key=lambda t: tuple(map(int, t.split("."))))
+    old, new = by_version[0], by_version[-1]
+    target, before, after = changed_method(old, new)
+    patches = [target, {"target": target, "name": "lenient", "on_mismatch": "warn"}]
+    env = envs.ensure(new)
+    answers = tmp_path / "answers.yml"
+    answers.write_text(json.dumps({"kinds": ["patch"], "patch_targets": patches[:1]}))
+    strict = render_file(tmp_path / "strict", answers, vllm_target=old)
+    answers.write_text(json.dumps({"kinds": ["patch"], "patch_targets": [patches[1]]}))
+    lenient = render_file(tmp_path / "lenient", answers, vllm_target=old)
+    module = target.partition(":")[0]
+    script = (
+        "import logging\n"
+        "logging.basicConfig(format='%(levelname)s %(name)s %(message)s')\n"
+        "from vllm.plugins import load_general_plugins\n"
+        "load_general_plugins()\n"
+        f"import {module}\n"
+        "print('IMPORTED')\n"
+    )
+    for project, fails in ((strict, True), (lenient, False)):
+        paths = envs.install_overlay(env, project, tmp_path / f"site-{project.name}")
+        proc = subprocess.run(
+            [str(env.python), "-c", script],
+            cwd=tmp_path, env=dict(os.environ, **ENV, **paths), capture_output=True, text=True,
+            timeout=600,
+        )  # fmt: skip
+        out = proc.stdout + proc.stderr
+        version = VLLM["targets"][new]["version"]
+        expected = (
+            f"patch {target.rpartition(':')[2] if fails else 'lenient'}: {target} changed: "
+            f"{after}, recorded {before} for vLLM {VLLM['targets'][old]['version']}"
+            f" (running vllm {version})"
+        )
+        lines = [line for line in out.splitlines() if expected in line]
+        assert len(lines) == 1, out[-4000:]
+        if fails:
+            assert proc.returncode != 0 and "IMPORTED" not in out, out[-4000:]
+            assert lines[0].startswith("RuntimeError: my_vllm_plugin patch "), lines[0]
+        else:
+            assert proc.returncode == 0 and "IMPORTED" in out, out[-4000:]
+            assert lines[0].startswith("WARNING vllm.my_vllm_plugin._plugin "), lines[0]
+            assert lines[0].endswith("; patch skipped"), lines[0]
+        (tmp_path / f"{project.name}.line").write_text(lines[0] + "\n")
+
+
+ROLES_SCRIPT = """
+import importlib, json, multiprocessing
+from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+from vllm.v1.executor.uniproc_executor import UniProcExecutor
+from acme_patches import _plugin
+
+
+def engine_core_init(executor_class):  # as vLLM's EngineCore.__init__ holds it
+    importlib.reload(_plugin)  # the roles are decided while vLLM imports the plugin
+    return sorted(_plugin._roles())
+
+
+seen = {}
+for process, executor in [("EngineCore", UniProcExecutor), ("EngineCore", MultiprocExecutor),
+                          ("VllmWorker-0", None), ("MainProcess", None)]:
+    multiprocessing.current_process().name = process
+    seen[f"{process} {getattr(executor, '__name__', '')}".strip()] = engine_core_init(executor)
+print("ROLES " + json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_patch_roles_follow_the_process_and_its_executor(target: str, tmp_path: Path) -> None:
+    """The roles a patch's `processes` name, decided as vLLM loads the plugin, with vLLM's real
+    executor classes: an engine core that runs its worker itself (the `uni` executor, vLLM's
+    default on one GPU, which CPU serves never use) is a worker too; one with worker processes
+    is not; a worker process is a worker; the serving process is the front end."""
+    env = envs.ensure(target)
+    project = render_file(tmp_path / "patches", PATCHES, vllm_target=target)
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    out = _run([str(env.python), "-c", ROLES_SCRIPT], tmp_path, paths)
+    seen = json.loads(out.split("ROLES ", 1)[1].splitlines()[0])
+    assert seen == {
+        "EngineCore UniProcExecutor": ["engine core", "worker"],
+        "EngineCore MultiprocExecutor": ["engine core"],
+        "VllmWorker-0": ["worker"],
+        "MainProcess": ["front end"],
+    }, seen
+
+
+# Modules plugins patch most (engine core, scheduler, workers, runners, front end, configs, a
+# model, a layer): every target recorded in them must be what the live vLLM has.
+LIVE_MODULES = [
+    "vllm.v1.core.sched.scheduler", "vllm.v1.engine.core", "vllm.v1.engine.input_processor",
+    "vllm.v1.worker.gpu_worker", "vllm.v1.worker.gpu_model_runner", "vllm.v1.worker.worker_base",
+    "vllm.entrypoints.llm", "vllm.entrypoints.launchers.api_server.entry", "vllm.config.model",
+    "vllm.config.vllm", "vllm.engine.arg_utils", "vllm.sampling_params",
+    "vllm.model_executor.models.llama", "vllm.model_executor.layers.layernorm",
+]  # fmt: skip
+LIVE_SCRIPT = """
+import importlib, json, sys
+from acme_patches import _plugin
+
+data, checked, wrong = json.loads(sys.argv[1]), 0, []
+for module, symbols in data.items():
+    live = importlib.import_module(module)
+    for qualname, recorded in symbols.items():
+        owner = live
+        *path, attr = qualname.split(".")
+        for part in path:
+            owner = getattr(owner, part, None)
+        if owner is None or attr not in vars(owner):
+            wrong.append([module, qualname, recorded, "missing"])
+            continue
+        checked += 1
+        found = _plugin._described(vars(owner)[attr])
+        if recorded not in ("value", found) and not (recorded == "(...)" and found[0] == "("):
+            wrong.append([module, qualname, recorded, found])
+print("LIVE " + json.dumps({"checked": checked, "wrong": wrong}))
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_recorded_patch_targets_are_what_the_live_vllm_has(target: str, tmp_path: Path) -> None:
+    """What extensions/patch/targets records (read from the wheel's source) against the live
+    objects of the installed vLLM, through the plugin's own comparison: every function's
+    parameters, every class, property and value of the modules plugins patch most."""
+    env = envs.ensure(target)
+    project = render_file(tmp_path / "patches", PATCHES, vllm_target=target)
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    folder = ROOT / "extensions" / CATALOG["patch"]["data"] / target
+    index = json.loads((folder / "index.json").read_text())["modules"]
+    data = {}
+    for module in LIVE_MODULES:
+        data[module] = json.loads((folder / f"{index[module]}.json").read_text())[module]
+    out = _run([str(env.python), "-c", LIVE_SCRIPT, json.dumps(data)], tmp_path, paths)
+    result = json.loads(out.split("LIVE ", 1)[1].splitlines()[0])
+    assert result["checked"] >= 1500 and not result["wrong"], result
