@@ -13,6 +13,7 @@ import os
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 from xml.etree import ElementTree
 
 import pytest
@@ -202,3 +203,10 @@ def test_every_sample_asserts_in_real_vllm(
 
 def out_line(out: str) -> str:
     return out.split("VLLM_CHECKS ", 1)[1].splitlines()[0]
+
+
+def answered(project: Path, question: str) -> list[Any]:
+    """A list answer as the generated project's .copier-answers.yml records it."""
+    import yaml
+
+    return yaml.safe_load((project / ".copier-answers.yml").read_text())[question]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import CATALOG, FAMILIES, NEW_MODEL_TYPE, TARGETS, render_file
 from realvllm import envs
-from test_real_vllm import _run, _suite_loaders_and_lint
+from test_real_vllm import _run, _suite_loaders_and_lint, answered
 
 pytestmark = pytest.mark.real_vllm
 
@@ -87,12 +87,9 @@ def test_model_families_example_passes_its_suite(target: str, tmp_path: Path) ->
     """examples/model-families.yml: each architecture's loader check (vLLM's registry resolves
     it lazily to the class, and the family's interface predicate holds: is_pooling_model,
     natively or once converted, supports_multimodal), its own test, and lint, in each target."""
-    import yaml
-
     env = envs.ensure(target)
     project = render_file(tmp_path / "families", FAMILIES, vllm_target=target)
-    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
-    families = {f"model:{m['name']}": m["family"] for m in answers["model_architectures"]}
+    families = {f"model:{m['name']}": m["family"] for m in answered(project, "model_architectures")}
     assert families == FAMILIES_PROMISED, families
     ok = _suite_loaders_and_lint(env, project, tmp_path / "site")
     assert ok == {*FAMILIES_PROMISED, "lazy"}, ok

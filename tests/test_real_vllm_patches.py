@@ -20,7 +20,7 @@ from conftest import (
     render_file,
 )
 from realvllm import envs
-from test_real_vllm import ENV, _run, _suite_loaders_and_lint
+from test_real_vllm import ENV, _run, _suite_loaders_and_lint, answered
 
 pytestmark = pytest.mark.real_vllm
 
@@ -39,12 +39,9 @@ def test_patches_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     """examples/patches.yml: every target exists in this vLLM as recorded, each patch applies
     exactly once after 3 register() calls and a re-import, is reversible, and the instance's own
     test passes; lint."""
-    import yaml
-
     env = envs.ensure(target)
     project = render_file(tmp_path / "patches", PATCHES, vllm_target=target)
-    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
-    named = {f"patch:{p['name']}": p["processes"] for p in answers["patch_targets"]}
+    named = {f"patch:{p['name']}": p["processes"] for p in answered(project, "patch_targets")}
     assert named == PATCHES_PROMISED, named
     ok = _suite_loaders_and_lint(env, project, tmp_path / "site")
     assert ok == {*PATCHES_PROMISED, "lazy"}, ok

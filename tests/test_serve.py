@@ -270,6 +270,20 @@ def test_several_example_serves_every_instance(env: envs.VllmEnv, tmp_path: Path
     assert " failed" not in out and " error" not in out, out[-8000:]
 
 
+def _serve_example(
+    env: envs.VllmEnv, tmp_path: Path, example: Path
+) -> tuple[Path, str, list[dict[str, Any]], set[str], set[str]]:
+    """An examples/*.yml rendered for TARGET and its own smoke test run: (project, output,
+    report, passed, skipped); each serve's time to healthy goes to the timings."""
+    project = render_file(tmp_path / example.stem, example, vllm_target=TARGET)
+    out, report = _run_smoke_test(env, project, tmp_path / "work")
+    for fact in report:
+        if "healthy_after" in fact:
+            runner.TIMINGS.append((f"smoke test of {example.name}", fact["healthy_after"]))
+    passed, skipped = smoke_outcome(project, out)
+    return project, out, report, passed, skipped
+
+
 def test_patches_example_applies_each_patch_in_its_processes(
     env: envs.VllmEnv, tmp_path: Path
 ) -> None:
@@ -278,12 +292,7 @@ def test_patches_example_applies_each_patch_in_its_processes(
     log-probabilities are still what transformers computes from the checkpoint."""
     from test_real_vllm_patches import PATCHES_PROMISED
 
-    project = render_file(tmp_path / "patches", PATCHES, vllm_target=TARGET)
-    out, report = _run_smoke_test(env, project, tmp_path / "work")
-    for fact in report:
-        if "healthy_after" in fact:
-            runner.TIMINGS.append(("smoke test of patches.yml", fact["healthy_after"]))
-    passed, skipped = smoke_outcome(project, out)
+    project, out, report, passed, skipped = _serve_example(env, tmp_path, PATCHES)
     assert set(PATCHES_PROMISED) <= passed, (passed, skipped)
     applied = {f"patch:{fact['patch']}": fact["applied_in"] for fact in report if "patch" in fact}
     assert applied == PATCHES_PROMISED, applied
@@ -299,12 +308,7 @@ def test_new_model_type_example_serves_its_own_checkpoint(
     architecture and the plugin's model type, which transformers alone cannot read (the smoke
     check proves it in a plain process); vLLM serves it through the plugin's configuration and
     class, and computes what transformers computes from the same weights."""
-    project = render_file(tmp_path / "spark", NEW_MODEL_TYPE, vllm_target=TARGET)
-    out, report = _run_smoke_test(env, project, tmp_path / "work")
-    for fact in report:
-        if "healthy_after" in fact:
-            runner.TIMINGS.append(("smoke test of new-model-type.yml", fact["healthy_after"]))
-    passed, skipped = smoke_outcome(project, out)
+    project, out, _, passed, skipped = _serve_example(env, tmp_path, NEW_MODEL_TYPE)
     assert {"model:Spark2_5ForCausalLM", "output", "general_plugin"} <= passed, (passed, skipped)
     (serve,) = _literal(project, "SERVES").values()
     assert serve["model_type"] == "acme_spark2_5", serve
@@ -319,12 +323,7 @@ def test_model_families_example_serves_its_pooling_model(env: envs.VllmEnv, tmp_
     hidden size; the architectures the tiny Llama cannot show are skipped, each saying why."""
     from test_real_vllm_models import FAMILIES_PROMISED
 
-    project = render_file(tmp_path / "families", FAMILIES, vllm_target=TARGET)
-    out, report = _run_smoke_test(env, project, tmp_path / "work")
-    for fact in report:
-        if "healthy_after" in fact:
-            runner.TIMINGS.append(("smoke test of model-families.yml", fact["healthy_after"]))
-    passed, skipped = smoke_outcome(project, out)
+    project, out, _, passed, skipped = _serve_example(env, tmp_path, FAMILIES)
     assert {"model:AcmeEmbeddingModel", "general_plugin"} <= passed, (passed, skipped)
     not_served = set(FAMILIES_PROMISED) - {"model:AcmeEmbeddingModel"}
     assert not_served <= set(_literal(project, "NOT_CHECKED")) & set(skipped), skipped
