@@ -325,3 +325,33 @@ def test_stale_patch_targets_fail_the_check(
         f"kind patch: {data}/0.33: 1 files differ from wheel 0.33.0 (first {shard.name}; "
         "run python -m tools.vllm_facts extract) [target 0.33]"
     ], lines
+
+
+def test_hand_typed_target_facts_are_checked_against_the_wheel(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vllm.yml's Python requirement, distribution and extra range per target are read against
+    the wheel's METADATA (the Python one was wrong once: >=3.10 for wheels requiring 3.11); a
+    target that no kind lists checks nothing, and says so instead of OK."""
+    root = _catalog_copy(tmp_path)
+    vllm = yaml.safe_load((root / "vllm.yml").read_text())
+    vllm["targets"]["0.33"]["python"] = ">=3.10"
+    vllm["targets"]["0.33"]["requirement"] = "vllm>=0.33"
+    (root / "vllm.yml").write_text(yaml.safe_dump(vllm))
+    rc, lines = run(capsys, "extract", "--catalog", str(root))
+    rc, lines = run(capsys, "check", "--catalog", str(root), "--target", "0.33")
+    assert rc == 1
+    assert (
+        "vllm.yml targets.0.33.python: '>=3.10', but the wheel requires Python '<3.15,>=3.11'"
+        " (write its lower bound, >=X.Y) [target 0.33]"
+    ) in lines, lines
+    assert any("targets.0.33.requirement: 'vllm>=0.33'" in line for line in lines), lines
+    # No kind lists the target: the check says it checked nothing.
+    for kind_yml in root.glob("*/kind.yml"):
+        spec = yaml.safe_load(kind_yml.read_text())
+        spec["targets"] = [t for t in spec["targets"] if t != "0.32"]
+        kind_yml.write_text(yaml.safe_dump(spec))
+    rc, lines = run(capsys, "check", "--catalog", str(root), "--target", "0.32")
+    assert rc == 1
+    assert any(line.startswith("target 0.32: 0 kinds list it, 0 facts checked") for line in lines)
+    assert not lines[-1].endswith(": OK"), lines

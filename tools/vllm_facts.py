@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -511,14 +512,61 @@ def check_kind_yml(
     return problems, len(facts), len(api)
 
 
+def check_pins(catalog: Catalog, target: str, wheel: Wheel) -> list[str]:
+    """vllm.yml's hand-typed facts of a target against the wheel's METADATA: the distribution
+    and version (`wheel`, `version`), the Python the generated plugin declares (`python`: the
+    wheel's Requires-Python lower bound) and the `vllm` extra's range (`requirement`: the
+    target's minor)."""
+    spec = catalog.vllm["targets"][target]
+    meta = dict(line.split(": ", 1) for line in wheel.metadata().splitlines() if ": " in line[:40])
+    problems = []
+    name, _, version = str(spec.get("wheel", "")).partition("==")
+    if (name, version) != (meta.get("Name"), meta.get("Version")):
+        problems.append(
+            f"vllm.yml targets.{target}.wheel: {spec.get('wheel')}, but the wheel is"
+            f" {meta.get('Name')}=={meta.get('Version')}"
+        )
+    if str(spec.get("version")) != str(meta.get("Version", "")).split("+")[0]:
+        problems.append(
+            f"vllm.yml targets.{target}.version: {spec.get('version')}, but the wheel is"
+            f" {meta.get('Version')}"
+        )
+    floor = re.search(r">=\s*([0-9.]+)", meta.get("Requires-Python", ""))
+    if floor is None or spec.get("python") != f">={floor.group(1)}":
+        problems.append(
+            f"vllm.yml targets.{target}.python: {spec.get('python')!r}, but the wheel requires"
+            f" Python {meta.get('Requires-Python')!r} (write its lower bound, >=X.Y)"
+        )
+    major, minor = str(spec.get("version")).split(".")[:2]
+    wanted = f"vllm>={major}.{minor},<{major}.{int(minor) + 1}"
+    if spec.get("requirement") != wanted:
+        problems.append(
+            f"vllm.yml targets.{target}.requirement: {spec.get('requirement')!r}, but the"
+            f" target's minor is {major}.{minor} ({wanted!r})"
+        )
+    return problems
+
+
 def check_target(catalog: Catalog, target: str, wheel: Wheel) -> tuple[list[tuple[str, str]], str]:
     """All problems for one target (as (kind, line)), and a one-line summary."""
-    problems: list[tuple[str, str]] = []
+    problems: list[tuple[str, str]] = [
+        ("general", line) for line in check_pins(catalog, target, wheel)
+    ]
     n_facts = n_api = 0
     for kind, spec in catalog.kinds.items():
         lines, facts, api = check_kind_yml(kind, spec, target, wheel)
         problems += [(kind, line) for line in lines]
         n_facts, n_api = n_facts + facts, n_api + api
+    listed_by = [k for k, spec in catalog.kinds.items() if target in (spec.get("targets") or [])]
+    if not listed_by or not n_facts:
+        # An OK that checked nothing would say the target is supported when no kind is.
+        problems.append(
+            (
+                "general",
+                f"target {target}: {len(listed_by)} kinds list it, {n_facts} facts checked:"
+                " add it to the kinds that exist there (`targets:` in their kind.yml)",
+            )
+        )
     # builtins.json: in every kind folder, and for every kind vllm.yml lists.
     listed = catalog.vllm.get("kinds") or []
     kinds = sorted(k for k in RECIPES if k in catalog.folders or k in listed)
