@@ -68,6 +68,7 @@ SEVERAL = ROOT / "examples" / "several.yml"
 PATCHES = ROOT / "examples" / "patches.yml"
 NEW_MODEL_TYPE = ROOT / "examples" / "new-model-type.yml"
 FAMILIES = ROOT / "examples" / "model-families.yml"
+REPLACE_BUILTINS = ROOT / "examples" / "replace-builtins.yml"
 
 
 def changed_method(old: str, new: str) -> tuple[str, str, str]:
@@ -144,6 +145,7 @@ LONG_FIRST = [
     "test_real_vllm.py",
     "test_real_vllm_patches.py",
     "test_real_vllm_models.py",
+    "test_real_vllm_replace.py",
     "test_update.py",
 ]
 

@@ -130,9 +130,15 @@ def test_every_kind_says_how_many_instances_a_plugin_may_have() -> None:
         for old in (spec.get("legacy") or {}).values():
             assert old not in questions, f"{kind}: {old} is both legacy and a question"
         assert set(spec.get("legacy") or {}) <= {"name", *(spec.get("details") or {})}, kind
+        opt_in = ["replace"] if (spec.get("replace") or {}).get("how") else []
         assert spec["args"] and set(spec["args"]) <= {
-            "name", "module", "path", "cls", "key", *(spec.get("details") or {})
+            "name", "module", "path", "cls", "key", *opt_in, *(spec.get("details") or {})
         }, kind  # fmt: skip
+        # `replace`: how the kind's registry replaces a built-in (and its noun), or why it
+        # cannot; every list kind says one of the two.
+        replace = spec.get("replace") or {}
+        assert bool(replace.get("how")) != bool(replace.get("cannot")), f"{kind}: replace"
+        assert bool(replace.get("how")) == bool(replace.get("what")), f"{kind}: replace.what"
         macros = (ROOT / "extensions" / kind / "instance.jinja").read_text()
         assert "macro default_name(" in macros and "macro check(" in macros, kind
 

@@ -145,8 +145,7 @@ def test_replace_serves_the_plugin_class_for_a_builtin_name(target: str, tmp_pat
         "warnings": [
             "acme_replace replaces vLLM's architecture LlamaForCausalLM"
             f" ({builtin}) with acme_replace.model_llama_for_causal_lm:LlamaForCausalLM",
-            "acme_replace replaces the configuration of model type mistral (transformers.models"
-            ".mistral.configuration_mistral.MistralConfig) with"
+            "acme_replace replaces the configuration of model type mistral with"
             " acme_replace.model_acme_mistral_for_causal_lm_config:AcmeMistralConfig",
         ],
     }, seen

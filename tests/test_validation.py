@@ -187,8 +187,99 @@ ROWS: list[Row] = [
         "even with `replace: true`",
         MODEL,
     ),
-    # replace on a kind whose built-ins the template does not replace yet: one line, says so
-    Row("tool_parser_names", [{"name": "hermes", "replace": True}], "must not give `replace`", TP),
+    # replace on the other kinds: a built-in name needs it, a name vLLM lacks refuses it
+    Row("tool_parser_names", ["hermes"], "or give `replace: true`", TP),
+    Row("tool_parser_names", [{"name": "acme", "replace": True}], "only where it replaces", TP),
+    Row("tool_parser_names", [{"name": "hermes", "replace": 1}], "`replace` true or false", TP),
+    Row(
+        "tool_parser_names",
+        [{"name": "hermes", "replace": True, "stand_down": True}],
+        "must not give both",
+        TP,
+    ),
+    Row("quantization_names", ["fp8"], "or give `replace: true`", {"kinds": ["quantization"]}),
+    Row(
+        "model_loader_names",
+        ["safetensors"],
+        "or give `replace: true`",
+        {"kinds": ["model_loader"]},
+    ),
+    Row(
+        "model_loader_names",
+        [{"name": "auto", "replace": True}],
+        'reads as "not set"',
+        {"kinds": ["model_loader"]},
+    ),
+    Row(
+        "attention_backend_names",
+        ["FLASH_ATTN"],
+        "or give `replace: true` to override this member",
+        {"kinds": ["attention_backend"]},
+    ),
+    Row(
+        "attention_backend_names",
+        [{"name": "ACME", "replace": True}],
+        "only where it replaces one of vLLM",
+        {"kinds": ["attention_backend"]},
+    ),
+    Row(
+        "kv_connector_names",
+        ["NixlConnector"],
+        "or give `replace: true`",
+        {"kinds": ["kv_connector"]},
+    ),
+    Row(
+        "kv_connector_names",
+        [
+            {
+                "name": "NixlConnector",
+                "class": "AcmeNixl",
+                "registration": "module_path",
+                "replace": True,
+            }
+        ],
+        "must have registration registry with `replace: true`",
+        {"kinds": ["kv_connector"]},
+    ),
+    Row(
+        "ec_connector_names",
+        [
+            {
+                "name": "ECExampleConnector",
+                "class": "AcmeEC",
+                "registration": "module_path",
+                "replace": True,
+            }
+        ],
+        "must have registration registry with `replace: true`",
+        {"kinds": ["ec_connector"]},
+    ),
+    Row(
+        "sleep_mode_backend_names",
+        ["cumem"],
+        "or give `replace: true`",
+        {"kinds": ["sleep_mode_backend"]},
+    ),
+    Row(
+        "kv_cache_dtype_names",
+        [{"name": "half", "replace": True}],
+        "only where it replaces",
+        {"kinds": ["kv_cache_dtype"]},
+    ),
+    Row("custom_op_names", [{"name": "RMSNorm", "replace": "no"}], "`replace` true or false", OP),
+    # replace on a kind whose registry cannot replace: one line naming the kind and why
+    Row(
+        "lora_resolver_names",
+        [{"name": "acme", "replace": True}],
+        "lora_resolver cannot replace one of vLLM's own, vLLM asks every registered resolver",
+        {"kinds": ["lora_resolver"]},
+    ),
+    Row(
+        "stat_logger_classes",
+        [{"name": "AcmeLogger", "replace": True}],
+        "stat_logger cannot replace one of vLLM's own",
+        {"kinds": ["stat_logger"]},
+    ),
     # family: a base from that family's table of vLLM
     Row("model_architectures", [{"name": "A", "family": "pool"}], "one of generate, pool", MODEL),
     Row(

@@ -206,13 +206,33 @@ def validation_text(spec: dict[str, Any], rules: dict[str, str], kind: str = "")
     return lines
 
 
+def _replacing(entry: dict[str, Any]) -> list[str]:
+    """The "Replacing a built-in" section of a list kind: what `replace: true` does, or why the
+    kind refuses it."""
+    replace = (entry.get("instances") or {}).get("replace") or {}
+    if replace.get("how"):
+        text = (
+            f"`replace: true` on an element allows one of vLLM's own {replace['what']} names, on"
+            f" purpose (and only such a name): {' '.join(replace['how'].split())}. In each process"
+            " the step logs one WARNING, `<package> replaces vLLM's"
+            f" {replace['what']} NAME with <module>:<Class>`, and the README says so."
+        )
+    elif replace.get("cannot"):
+        text = f"Refused (`replace` on an element): {' '.join(replace['cannot'].split())}."
+    else:
+        return []
+    return ["## Replacing a built-in\n", text + "\n"]
+
+
 def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
     """What a kind's list answer checks (extensions/instances.jinja, and the kind's own rules
     for one instance in extensions/<kind>/instance.jinja)."""
     spec = yaml.safe_load((ROOT / "extensions" / kind / "kind.yml").read_text())["instances"]
     details = spec.get("details") or {}
     stand = ["stand_down"] if spec.get("stand_down") else []
-    keys = ", ".join(f"`{k}`" for k in ["module", "class", *stand, *details])
+    replace = spec.get("replace") or {}
+    opt_in = ["replace"] if replace.get("how") else []
+    keys = ", ".join(f"`{k}`" for k in ["module", "class", *stand, *opt_in, *details])
     lines = [
         "a YAML list, not empty; each element a name, or a mapping with `name` and any of "
         f"{keys} (an unknown key, or an element that is neither, is refused)",
@@ -228,6 +248,14 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
             " nothing where the installed vLLM already lists its name (a later release that"
             f" ships it), asked of `{spec['stand_down']['api']}.{spec['stand_down']['names']}()`"
         )
+    if replace.get("how"):
+        lines.append(
+            "`replace` (true or false, default false): true allows one of vLLM's own"
+            f" {replace['what']} names on purpose, and only such a name; {replace['how']}; each"
+            " process logs one WARNING naming what was replaced and by which package"
+        )
+    elif replace.get("cannot"):
+        lines.append(f"`replace` is refused: {replace['cannot']}")
     if details:
         lines.append(
             "details and their defaults: "
@@ -564,6 +592,7 @@ def kind_page(vllm: dict, entry: dict[str, Any], items: list[dict]) -> str:
         " ".join(str(entry.get("switch_on", "")).split()) + "\n",
         "## Same name twice\n",
         " ".join(str(entry.get("duplicate", "")).split()) + "\n",
+        *_replacing(entry),
         "## Pitfall\n",
         " ".join(str(entry.get("trap", "")).split()) + "\n",
         "## On CPU\n",
