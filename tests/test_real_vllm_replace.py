@@ -60,7 +60,7 @@ def test_replacing_builtins_resolves_them_to_the_plugin(target: str, tmp_path: P
     ok = _suite_loaders_and_lint(env, project, tmp_path / "site")
     assert ok == keys | {"lazy"}, ok ^ (keys | {"lazy"})
 
-    paths = envs.install_overlay(env, project, tmp_path / "site2")
+    paths = envs.install_overlay(env, project, tmp_path / "site")
     out = _run([str(env.python), "-c", WARNINGS_SCRIPT, "acme_override"], tmp_path, paths)
     seen = json.loads(out.split("REPLACED ", 1)[1].splitlines()[0])
     assert set(seen["done"]) == keys, set(seen["done"]) ^ keys

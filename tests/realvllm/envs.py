@@ -257,8 +257,13 @@ def ensure(target: str) -> VllmEnv:
 def install_overlay(env: VllmEnv, project: Path | list[Path], dest: Path) -> dict[str, str]:
     """Install ``project`` (or several, in one pip call) into ``dest`` (not into the cached
     env) and return the environment variables that make ``env``'s Python see it, entry points
-    included (importlib.metadata scans every sys.path entry for dist-info)."""
+    included (importlib.metadata scans every sys.path entry for dist-info). Installing the same
+    projects into the same folder again does nothing (a project changed since needs another
+    folder)."""
     projects = project if isinstance(project, list) else [project]
+    key = (str(env.python), str(dest), *map(str, projects))
+    if key in _INSTALLED:  # the same projects into the same folder again: nothing to do
+        return {"PYTHONPATH": str(dest)}
     _run(
         env.python,
         "-m",
@@ -272,7 +277,12 @@ def install_overlay(env: VllmEnv, project: Path | list[Path], dest: Path) -> dic
         dest,
         *projects,
     )
+    _INSTALLED.add(key)
     return {"PYTHONPATH": str(dest)}
+
+
+# (python, folder, projects) installed by install_overlay in this test process.
+_INSTALLED: set[tuple[str, ...]] = set()
 
 
 if __name__ == "__main__":
