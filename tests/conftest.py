@@ -143,8 +143,9 @@ LONG_FIRST = [
     "test_serve.py",
     "test_peer.py",
     "test_real_vllm.py",
-    "test_real_vllm_patches.py",
+    "test_fresh_install.py",
     "test_real_vllm_models.py",
+    "test_real_vllm_patches.py",
     "test_real_vllm_replace.py",
     "test_update.py",
 ]
