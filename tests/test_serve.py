@@ -330,6 +330,33 @@ def test_model_families_example_serves_its_pooling_model(env: envs.VllmEnv, tmp_
     assert not re.search(r"\d+ (failed|errors?)\b", out), out[-8000:]
 
 
+def test_replaced_builtins_serve_as_the_plugins(env: envs.VllmEnv, tmp_path: Path) -> None:
+    """`replace: true` served: a checkpoint naming vLLM's own LlamaForCausalLM runs the
+    plugin's class, and `--tool-call-parser hermes` / `--reasoning-parser deepseek_r1` run the
+    plugin's parsers (each checked by the generated smoke test, as for a new name)."""
+    answers = {
+        "project_name": "Acme Override Serve",
+        "kinds": ["model", "tool_parser", "reasoning_parser"],
+        "model_architectures": [
+            {"name": "LlamaForCausalLM", "class": "AcmeLlamaForCausalLM", "replace": True}
+        ],
+        "tool_parser_names": [{"name": "hermes", "replace": True}],
+        "reasoning_parser_names": [{"name": "deepseek_r1", "replace": True}],
+    }
+    data = tmp_path / "override.yml"
+    data.write_text(json.dumps(answers))
+    project = render_file(tmp_path / "override", data, vllm_target=TARGET)
+    out, report = _run_smoke_test(env, project, tmp_path / "work")
+    for fact in report:
+        if "healthy_after" in fact:
+            runner.TIMINGS.append(("smoke test of replaced built-ins", fact["healthy_after"]))
+    passed, skipped = smoke_outcome(project, out)
+    keys = set(instances(project)) - {"general"}
+    assert {k.partition(":")[0] for k in keys} == {"model", "tool_parser", "reasoning_parser"}
+    assert keys <= passed, (keys, passed, skipped)
+    assert not re.search(r"\d+ (failed|errors?)\b", out), out[-8000:]
+
+
 def test_patches_apply_in_one_process_that_plays_every_role(
     env: envs.VllmEnv, model: Path, tmp_path: Path
 ) -> None:
