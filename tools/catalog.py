@@ -16,6 +16,8 @@ from typing import Any
 
 import yaml
 
+from tools.facts import releases
+
 EXTENSIONS = Path(__file__).resolve().parent.parent / "extensions"
 TARGET = EXTENSIONS / "catalog.json"
 
@@ -48,6 +50,10 @@ def build(extensions: Path = EXTENSIONS) -> dict[str, Any]:
             continue  # announced in vllm.yml, not written yet
         entry = yaml.safe_load((folder / "kind.yml").read_text())
         entry.pop("facts", None)  # read by tools.vllm_facts only
+        entry["targets"] = releases(entry, targets)  # from `since` / `until`
+        for value in entry.values():  # a mapping of the kind's with its own release range
+            if isinstance(value, dict) and ("since" in value or "until" in value):
+                value["targets"] = releases(value, entry["targets"])
         builtins = folder / "builtins.json"
         entry["builtins"] = json.loads(builtins.read_text())["targets"] if builtins.exists() else {}
         entry["apis"] = _resolve_apis(entry.get("api", {}), targets)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,14 +44,29 @@ def load_catalog(root: Path) -> Catalog:
         catalog.folders.append(folder.name)
         kind_yml = folder / "kind.yml"
         if kind_yml.is_file():
-            catalog.kinds[folder.name] = yaml.safe_load(kind_yml.read_text()) or {}
+            spec = yaml.safe_load(kind_yml.read_text()) or {}
+            spec["targets"] = releases(spec, catalog.targets)
+            catalog.kinds[folder.name] = spec
     return catalog
 
 
+def version_key(release: object) -> tuple[int, ...]:
+    """ "0.33" -> (0, 33): releases compare as versions, not strings ("0.9" < "0.10")."""
+    return tuple(int(x) for x in str(release).split("."))
+
+
 def applies(entry: dict[str, Any], target: str) -> bool:
-    """A kind, fact or api entry applies to `target` unless its `targets:` leaves it out."""
-    targets = entry.get("targets")
-    return targets is None or str(target) in [str(t) for t in targets]
+    """A kind, fact or api entry applies to `target` from its `since` release through its
+    `until` release (both optional, both included)."""
+    since, until = entry.get("since"), entry.get("until")
+    key = version_key(target)
+    after = since is None or version_key(since) <= key
+    return after and (until is None or key <= version_key(until))
+
+
+def releases(entry: dict[str, Any], targets: Iterable[str]) -> list[str]:
+    """The targets (of vllm.yml) an entry applies to, oldest first: a kind's `targets`."""
+    return sorted((str(t) for t in targets if applies(entry, str(t))), key=version_key)
 
 
 def _fmt(value: object) -> str:
