@@ -149,7 +149,9 @@ def test_diff_reports_the_known_drift(capsys: pytest.CaptureFixture[str]) -> Non
 @pytest.fixture(scope="module")
 def future_wheel(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A made-up vLLM 0.34.0: the 0.33.0 sources with the tool-parser register function
-    renamed and the built-in parser `hermes` renamed to `hermes2`."""
+    renamed and the built-in parser `hermes` renamed to `hermes2`; two planted behaviour
+    changes the names alone do not show (a body line of attach_endpoint_plugins, a default of
+    register_backend); and a comment and docstring edit, which is no change at all."""
     path = tmp_path_factory.mktemp("future") / "vllm-0.34.0-py3-none-any.whl"
     edits = {
         "vllm/tool_parsers/abstract_tool_parser.py": [
@@ -158,6 +160,20 @@ def future_wheel(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
         "vllm/tool_parsers/__init__.py": [
             (b"register_lazy_module", b"register_lazy_parser"),
             (b'    "hermes": (', b'    "hermes2": ('),
+        ],
+        ENDPOINT_SRC: [
+            (
+                b"insert_at = min(insert_at, len(retained))",
+                b"insert_at = max(insert_at, len(retained))",
+            ),
+            (b"# Keep replacements ahead of mounts", b"# Replacements go ahead of mounts"),
+            (b"Phase A of endpoint plugin wiring", b"Phase A of wiring endpoint plugins"),
+        ],
+        "vllm/v1/attention/backends/registry.py": [
+            (
+                b"    is_mamba: bool = False,\n) -> Callable",
+                b"    is_mamba: bool = True,\n) -> Callable",
+            )
         ],
     }
     with ZipFile(wheels["0.33"]) as src, ZipFile(path, "w", ZIP_STORED) as dst:
@@ -169,6 +185,9 @@ def future_wheel(wheels: dict[str, Path], tmp_path_factory: pytest.TempPathFacto
                     data = data.replace(old, new)
                 dst.writestr(name.replace("vllm-0.33.0.dist-info", "vllm-0.34.0.dist-info"), data)
     return path
+
+
+ENDPOINT_SRC = "vllm/plugins/endpoint_plugins/interface.py"
 
 
 def _catalog_with_register_fact(tmp_path: Path) -> Path:
@@ -224,7 +243,30 @@ def test_diff_against_a_future_wheel(
         "kind tool_parser: api ToolParserManager (vllm.tool_parsers.ToolParserManager): members: "
         f"{renamed}: register_lazy_module (0.33) -> register_lazy_parser (0.34.0)"
     ) in lines
-    assert lines[-1].startswith("1 kinds changed: tool_parser")
+    assert lines[-1] == "3 kinds changed: tool_parser, attention_backend, endpoint"
+
+
+def test_diff_sees_behaviour_the_names_do_not_show(
+    future_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The planted body change is reported with its diff; the planted default change as
+    # such; the comment and docstring edits of the same function are not (normalised AST).
+    rc, lines = run(capsys, "diff", "0.33", str(future_wheel))
+    assert rc == 0
+    endpoint = [line for line in lines if line.startswith("kind endpoint: ")]
+    assert sorted(endpoint) == [
+        f"kind endpoint: {what} attach_endpoint_plugins ({where}): body changed (0.33 -> 0.34.0): "
+        "-insert_at = min(insert_at, len(retained)) | +insert_at = max(insert_at, len(retained))"
+        for what, where in [
+            ("api", "vllm.plugins.endpoint_plugins.interface.attach_endpoint_plugins"),
+            ("fact", ENDPOINT_SRC),
+        ]
+    ]
+    assert (
+        "kind attention_backend: fact register_backend (vllm/v1/attention/backends/registry.py): "
+        "annotations or defaults changed: is_mamba: bool = False -> is_mamba: bool = True"
+    ) in lines
+    assert not [line for line in lines if "register_backend" in line and "body changed" in line]
 
 
 def test_builtins_match_the_reference_counts() -> None:

@@ -94,10 +94,15 @@ def _init_params(wheel: Wheel, path: str, cls: ast.ClassDef) -> list[str] | None
 
 
 def describe(wheel: Wheel, path: str, node: ast.AST) -> dict[str, Any]:
-    """What can drift in a definition: `params` (functions; classes: __init__), `abstract` and
-    public `members` (classes, with their params), `value` (constants)."""
+    """What can drift in a definition: `params`, `signature` (with annotations and defaults)
+    and `body` (normalised source) of functions; `params` (of __init__), `abstract` and public
+    `members` (with their params) of classes; `value` of constants."""
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-        return {"params": pyread.params(node)}
+        return {
+            "params": pyread.params(node),
+            "signature": pyread.signature(node),
+            "body": pyread.body_text(node),
+        }
     if isinstance(node, ast.ClassDef):
         members: dict[str, Any] = {}
         for _, c in reversed(wheel.class_chain(path, node)):
@@ -303,6 +308,23 @@ def compare_objects(
     return lines
 
 
+# How many changed lines of a body diff a report shows; the rest are counted.
+BODY_DIFF_LINES = 8
+
+
+def body_diff(old: str, new: str) -> str:
+    """A short diff of two normalised bodies: the changed lines only, `-`/`+` and the line
+    without its indentation, joined by ` | `; past BODY_DIFF_LINES, a count."""
+    changed = [
+        line[0] + line[1:].strip()
+        for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
+    shown = [c if len(c) <= 120 else c[:117] + "..." for c in changed[:BODY_DIFF_LINES]]
+    more = len(changed) - BODY_DIFF_LINES
+    return " | ".join(shown) + (f" | ... {more} more changed lines" if more > 0 else "")
+
+
 def compare_descriptions(
     old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str
 ) -> list[str]:
@@ -311,6 +333,18 @@ def compare_descriptions(
     if old.get("params") != new.get("params"):
         before, after = _fmt(old.get("params")), _fmt(new.get("params"))
         lines.append(f"signature changed: {old_label} {before} -> {new_label} {after}")
+    elif old.get("signature") != new.get("signature"):
+        # Same names, other annotations or defaults: a changed default changes behaviour.
+        changed = [
+            f"{a} -> {b}"
+            for a, b in zip(old.get("signature") or [], new.get("signature") or [], strict=False)
+            if a != b
+        ]
+        lines.append(f"annotations or defaults changed: {'; '.join(changed)}")
+    if old.get("body") is not None and new.get("body") is not None and old["body"] != new["body"]:
+        lines.append(
+            f"body changed ({old_label} -> {new_label}): " + body_diff(old["body"], new["body"])
+        )
     for key in ("abstract", "value"):
         if key in old or key in new:
             for line in compare_values(old.get(key), new.get(key), old_label, new_label):

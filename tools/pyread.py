@@ -134,6 +134,48 @@ def params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return names
 
 
+def signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """Each parameter as written, with its annotation and default (`name: int = 0`): what
+    `params` leaves out, so a changed type or default is seen too."""
+    a = fn.args
+    positional = a.posonlyargs + a.args
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults))
+    defaults += a.defaults
+
+    def one(arg: ast.arg, default: ast.expr | None, star: str = "") -> str:
+        text = star + arg.arg
+        if arg.annotation is not None:
+            text += ": " + ast.unparse(arg.annotation)
+        if default is not None:
+            text += " = " + ast.unparse(default)
+        return text
+
+    out = [one(p, d) for p, d in zip(positional, defaults, strict=True)]
+    if a.vararg:
+        out.append(one(a.vararg, None, "*"))
+    out += [one(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
+    if a.kwarg:
+        out.append(one(a.kwarg, None, "**"))
+    if fn.returns is not None:
+        out.append("-> " + ast.unparse(fn.returns))
+    return out
+
+
+def body_text(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A function's body, normalised: unparsed from the AST (so formatting and comments do not
+    count) without its docstring. Two releases whose bodies differ here behave differently or
+    were rewritten; either way a maintainer reads the diff."""
+    body = list(fn.body)
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    return "\n".join(ast.unparse(stmt) for stmt in body)
+
+
 def decorator_names(node: ast.AST) -> list[str]:
     """Dotted names of a def's decorators, calls reduced to what is called."""
     out = []
