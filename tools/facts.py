@@ -7,6 +7,7 @@ import ast
 import difflib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
@@ -335,9 +336,10 @@ def compare_descriptions(
         lines.append(f"signature changed: {old_label} {before} -> {new_label} {after}")
     elif old.get("signature") != new.get("signature"):
         # Same names, other annotations or defaults: a changed default changes behaviour.
+        # zip_longest: an added or dropped return annotation makes the lists differ in length.
         changed = [
-            f"{a} -> {b}"
-            for a, b in zip(old.get("signature") or [], new.get("signature") or [], strict=False)
+            f"{a or '(none)'} -> {b or '(none)'}"
+            for a, b in zip_longest(old.get("signature") or [], new.get("signature") or [])
             if a != b
         ]
         lines.append(f"annotations or defaults changed: {'; '.join(changed)}")

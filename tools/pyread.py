@@ -122,40 +122,39 @@ def qualnames(tree: ast.Module) -> list[str]:
     return out
 
 
-def params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
-    """Parameter names in order; `*args` and `**kwargs` keep their stars."""
-    a = fn.args
-    names = [p.arg for p in a.posonlyargs + a.args]
-    if a.vararg:
-        names.append("*" + a.vararg.arg)
-    names += [p.arg for p in a.kwonlyargs]
-    if a.kwarg:
-        names.append("**" + a.kwarg.arg)
-    return names
-
-
-def signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
-    """Each parameter as written, with its annotation and default (`name: int = 0`): what
-    `params` leaves out, so a changed type or default is seen too."""
+def _arguments(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef,
+) -> list[tuple[str, ast.arg, ast.expr | None]]:
+    """(star, parameter, default) in the order Python binds them; the one walk of a def's
+    parameters that `params` and `signature` share."""
     a = fn.args
     positional = a.posonlyargs + a.args
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults))
-    defaults += a.defaults
+    out = [("", p, d) for p, d in zip(positional, defaults + list(a.defaults), strict=True)]
+    if a.vararg:
+        out.append(("*", a.vararg, None))
+    out += [("", p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
+    if a.kwarg:
+        out.append(("**", a.kwarg, None))
+    return out
 
-    def one(arg: ast.arg, default: ast.expr | None, star: str = "") -> str:
+
+def params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """Parameter names in order; `*args` and `**kwargs` keep their stars."""
+    return [star + arg.arg for star, arg, _ in _arguments(fn)]
+
+
+def signature(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """Each parameter as written, with its annotation and default (`name: int = 0`), then the
+    return annotation (`-> T`): what `params` leaves out, so a changed type or default is seen."""
+    out = []
+    for star, arg, default in _arguments(fn):
         text = star + arg.arg
         if arg.annotation is not None:
             text += ": " + ast.unparse(arg.annotation)
         if default is not None:
             text += " = " + ast.unparse(default)
-        return text
-
-    out = [one(p, d) for p, d in zip(positional, defaults, strict=True)]
-    if a.vararg:
-        out.append(one(a.vararg, None, "*"))
-    out += [one(p, d) for p, d in zip(a.kwonlyargs, a.kw_defaults, strict=True)]
-    if a.kwarg:
-        out.append(one(a.kwarg, None, "**"))
+        out.append(text)
     if fn.returns is not None:
         out.append("-> " + ast.unparse(fn.returns))
     return out
@@ -165,14 +164,7 @@ def body_text(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     """A function's body, normalised: unparsed from the AST (so formatting and comments do not
     count) without its docstring. Two releases whose bodies differ here behave differently or
     were rewritten; either way a maintainer reads the diff."""
-    body = list(fn.body)
-    if (
-        body
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and isinstance(body[0].value.value, str)
-    ):
-        body = body[1:]
+    body = fn.body[1:] if ast.get_docstring(fn, clean=False) is not None else fn.body
     return "\n".join(ast.unparse(stmt) for stmt in body)
 
 
