@@ -69,6 +69,21 @@ PATCHES = ROOT / "examples" / "patches.yml"
 NEW_MODEL_TYPE = ROOT / "examples" / "new-model-type.yml"
 FAMILIES = ROOT / "examples" / "model-families.yml"
 REPLACE_BUILTINS = ROOT / "examples" / "replace-builtins.yml"
+RANGE = ROOT / "examples" / "range.yml"
+
+
+def range_of(answers: Path) -> list[str]:
+    """The releases an answers file's plugin supports (vllm_oldest to vllm_target), oldest
+    first, as copier.yml's `vllm_range` computes them."""
+    import yaml
+
+    data = yaml.safe_load(answers.read_text())
+    releases = VLLM["releases"]
+    newest = (
+        VLLM["latest"] if data.get("vllm_target", "latest") == "latest" else data["vllm_target"]
+    )
+    oldest = data.get("vllm_oldest") or newest
+    return releases[releases.index(oldest) : releases.index(newest) + 1]
 
 
 def changed_method(old: str, new: str) -> tuple[str, str, str]:

@@ -19,11 +19,13 @@ from xml.etree import ElementTree
 import pytest
 from conftest import (
     CATALOG,
+    RANGE,
     SEVERAL,
     TARGETS,
     VLLM,
     instances,
     kinds_for,
+    range_of,
     render_file,
     solo,
 )
@@ -126,6 +128,32 @@ def test_several_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     assert all(counts.get(k, 0) >= n for k, n in SEVERAL_AT_LEAST.items()), counts
     ok = _suite_loaders_and_lint(env, project, tmp_path / "site")
     expected = {key for key in instances(project)} | {"lazy"}
+    assert ok == expected, ok ^ expected
+
+
+@pytest.fixture(scope="module")
+def range_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/range.yml rendered once: the one package every release of its range runs."""
+    return render_file(tmp_path_factory.mktemp("range") / "range", RANGE)
+
+
+@pytest.mark.parametrize("target", range_of(RANGE))
+def test_range_example_passes_in_each_release(
+    target: str, range_package: Path, tmp_path: Path
+) -> None:
+    """Issue 16: examples/range.yml (vLLM 0.31 to 0.33, one package): its suite, vLLM's own
+    loaders for every instance in a fresh process, and lint, in each release of the range."""
+    assert len(range_of(RANGE)) >= 3, range_of(RANGE)
+    kinds = {key.partition(":")[0] for key in instances(range_package)}
+    assert {
+        "model",
+        "tool_parser",
+        "kv_connector",
+        "attention_backend",
+        "sleep_mode_backend",
+    } <= kinds
+    ok = _suite_loaders_and_lint(envs.ensure(target), range_package, tmp_path / "site")
+    expected = set(instances(range_package)) | {"lazy"}
     assert ok == expected, ok ^ expected
 
 
