@@ -512,6 +512,31 @@ if (kind_target := only_in_some_target())[0]:
     kind, target = kind_target
     ROWS.append(Row("kinds", [kind], "exists only in vLLM", {"vllm_target": target}, kind))
 
+# Ranges (issue 16): vllm_oldest must be a known release, not newer than the target; every
+# kind and option must exist in every release of the range (rules read from the catalog).
+RELEASES = VLLM["releases"]
+WIDEST = {"vllm_target": RELEASES[-1], "vllm_oldest": RELEASES[0]}
+ROWS += [
+    Row("vllm_oldest", "0.1", "must be a vLLM release the template targets"),
+    Row("vllm_oldest", "9.99", "must be a vLLM release the template targets"),
+    Row("vllm_oldest", RELEASES[-1], "must not be newer than the target",
+        {"vllm_target": RELEASES[-2]}),
+]  # fmt: skip
+for kind, entry in CATALOG.items():
+    if set(RELEASES) - set(entry["targets"]):  # a kind missing in part of the widest range
+        ROWS.append(Row("kinds", [kind], "every release of the plugin's range", WIDEST, kind))
+        break
+if (since := CATALOG["attention_backend"]["new_names"].get("since")) in RELEASES[1:]:
+    ROWS.append(
+        Row("attention_backend_names", ["ACME_NEW"], f"needs vLLM {since} or newer",
+            {**WIDEST, "kinds": ["attention_backend"]}, "ACME_NEW")
+    )  # fmt: skip
+if (since := CATALOG["logits_processor"]["interfaces"]["v2"].get("since")) in RELEASES[1:]:
+    ROWS.append(
+        Row("logits_processor_classes", [{"name": "AcmeV2", "interface": "v2"}],
+            f"before vLLM {since}", {**WIDEST, "kinds": ["logits_processor"]}, "v2")
+    )  # fmt: skip
+
 
 def _kinds(row: Row) -> list[str]:
     kinds = row.value if row.key == "kinds" else row.extra.get("kinds", [])
