@@ -35,10 +35,13 @@ from conftest import (
     FAMILIES,
     NEW_MODEL_TYPE,
     PATCHES,
+    RANGE,
     SERVING_TARGET,
     SEVERAL,
+    VLLM,
     instances,
     kinds_for,
+    range_of,
     render_file,
 )
 from realvllm import envs
@@ -244,6 +247,48 @@ def test_generated_smoke_test_of_a_plugin_with_every_kind(
     assert greedy, f"the smoke test reported no greedy tokens:\n{out[-4000:]}"
     for serve, tokens in greedy.items():
         assert tokens == builtin["greedy"], (serve, tokens, builtin["greedy"])
+
+
+# Every other target with a CPU build serves too (issue 16): a plugin of every kind of that
+# release, and the range example in each CPU release of its range, through their own smoke
+# tests (the tier-3 checks above run in TARGET, the newest CPU build, only).
+OLDER_CPU_TARGETS = [t for t, s in VLLM["targets"].items() if s["cpu_build"] and t != TARGET]
+
+
+def _smoke_checks_every_served_instance(project: Path, out: str, report: list[dict]) -> None:
+    """Every instance checked in a serve but those the smoke test itself excuses (with their
+    reason), nothing failed, and every serve produced the same greedy tokens."""
+    print("\n".join(line for line in out.splitlines() if line.startswith(("PASSED", "SKIPPED"))))
+    keys = set(instances(project)) - {"general"}
+    excused = _literal(project, "NOT_CHECKED") | _literal(project, "NOT_ON_CPU")
+    passed, skipped = smoke_outcome(project, out)
+    assert passed & keys == keys - set(excused), (sorted(keys - passed), excused)
+    assert set(excused) <= set(skipped), (excused, skipped)
+    assert " failed" not in out and " error" not in out, out[-8000:]
+    greedy = {fact["serve"]: tuple(fact["greedy"]) for fact in report if "greedy" in fact}
+    assert len(set(greedy.values())) == 1, greedy
+
+
+@pytest.mark.parametrize("target", OLDER_CPU_TARGETS)
+def test_every_kind_serves_in_older_cpu_release(target: str, rendered, tmp_path: Path) -> None:
+    """A plugin with every kind of an older CPU release: its own smoke test, in that release."""
+    project = rendered(kinds=kinds_for(target), vllm_target=target)
+    out, report = _run_smoke_test(envs.ensure(target), project, tmp_path)
+    for fact in report:
+        if "healthy_after" in fact:
+            runner.TIMINGS.append((f"smoke test of Serve All {target}", fact["healthy_after"]))
+    _smoke_checks_every_served_instance(project, out, report)
+
+
+@pytest.mark.parametrize("target", [t for t in range_of(RANGE) if VLLM["targets"][t]["cpu_build"]])
+def test_range_example_serves_in_each_cpu_release(target: str, tmp_path: Path) -> None:
+    """examples/range.yml, one package: its smoke test in each CPU release of its range."""
+    project = render_file(tmp_path / "range", RANGE)
+    out, report = _run_smoke_test(envs.ensure(target), project, tmp_path / "work")
+    for fact in report:
+        if "healthy_after" in fact:
+            runner.TIMINGS.append((f"smoke test of range.yml {target}", fact["healthy_after"]))
+    _smoke_checks_every_served_instance(project, out, report)
 
 
 def test_several_example_serves_every_instance(env: envs.VllmEnv, tmp_path: Path) -> None:
