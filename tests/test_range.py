@@ -121,3 +121,42 @@ def test_fragments_import_moved_apis_only_through_from_imports() -> None:
             text = fragment.read_text()
             offenders += [f"{fragment.name}: {n}" for n in moved if f"api.{n}.module" in text]
     assert not offenders, offenders
+
+
+def _update_step(project: Path, name: str) -> str:
+    workflow = yaml.safe_load((project / ".github/workflows/template-update.yml").read_text())
+    return next(s["run"] for s in workflow["jobs"]["update"]["steps"] if s.get("name") == name)
+
+
+@pytest.mark.parametrize("pinned", ["latest", RELEASES[-1], RELEASES[0]])
+def test_update_workflow_moves_a_pinned_plugin_to_the_newest_target(
+    pinned: str, rendered, tmp_path: Path
+) -> None:
+    """The template-update workflow's step that finds the template's newest vLLM target, run
+    with bash against this repository as the template (its `_src_path`): a plugin pinned to an
+    older target gets `newest`, one on `latest` or on the newest target is skipped."""
+    project = rendered(kinds=["general"], vllm_target=pinned)
+    script = _update_step(project, "Newest vLLM target of the template")
+    work = tmp_path / "plugin"
+    work.mkdir()
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    (work / ".copier-answers.yml").write_text(yaml.safe_dump({**answers, "_src_path": str(ROOT)}))
+    out, temp = tmp_path / "out", tmp_path / "runner"
+    temp.mkdir()
+    env = {
+        "GITHUB_OUTPUT": str(out),
+        "RUNNER_TEMP": str(temp),
+        "PATH": str(Path(sys.executable).parent) + ":/usr/bin:/bin",
+    }
+    proc = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    assert outputs["newest"] == VLLM["latest"]
+    assert (outputs.get("skip") == "true") == (pinned in ("latest", VLLM["latest"])), outputs
+    # The pull request's tests run before it is opened, and the job fails after it if they failed.
+    names = [s.get("name") or s.get("uses") for s in yaml.safe_load(
+        (project / ".github/workflows/template-update.yml").read_text())["jobs"]["update"]["steps"]]  # fmt: skip
+    assert names.index("Test the update") < names.index("peter-evans/create-pull-request@v8")
+    assert names[-1] == "Fail when the tests failed"
