@@ -156,7 +156,7 @@ def test_update_workflow_moves_a_pinned_plugin_to_the_newest_target(
     assert outputs["newest"] == VLLM["latest"]
     assert (outputs.get("skip") == "true") == (pinned in ("latest", VLLM["latest"])), outputs
     # The pull request's tests run before it is opened, and the job fails after it if they failed.
-    names = [s.get("name") or s.get("uses") for s in yaml.safe_load(
-        (project / ".github/workflows/template-update.yml").read_text())["jobs"]["update"]["steps"]]  # fmt: skip
+    workflow = yaml.safe_load((project / ".github/workflows/template-update.yml").read_text())
+    names = [s.get("name") or s.get("uses") for s in workflow["jobs"]["update"]["steps"]]
     assert names.index("Test the update") < names.index("peter-evans/create-pull-request@v8")
     assert names[-1] == "Fail when the tests failed"
