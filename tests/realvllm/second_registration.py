@@ -66,8 +66,14 @@ def model() -> Probe:
 
 def attention_backend() -> Probe:
     e = api("attention_backend", "AttentionBackendEnum")
+    register = api("attention_backend", "register_backend")
+    if not hasattr(e, "register"):  # no new names before AttentionBackendEnum.register: a member
+        return (
+            lambda i: register(e.CUSTOM, f"m{i}.C{i}"),
+            lambda: int(e.CUSTOM.get_path().split(".")[0][1:]),
+        )
     return (
-        lambda i: api("attention_backend", "register_backend")("VPT_DUP", f"m{i}.C{i}"),
+        lambda i: register("VPT_DUP", f"m{i}.C{i}"),
         lambda: int(e["VPT_DUP"].get_path().split(".")[0][1:]),
     )
 
