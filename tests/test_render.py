@@ -230,3 +230,37 @@ def test_instance_modules_follow_their_names(rendered) -> None:
         "kv_connector:AcmeKVConnector": "kv_connector",
         "kv_connector:AcmeFastKVConnector": "kv_connector_fast",
     }
+
+
+# Entry-point names as answers (issue 20): a plugin moving onto the template keeps the names its
+# users list in VLLM_PLUGINS; a dotted name is quoted in pyproject.toml (a TOML dotted key would
+# make a table).
+CUSTOM_ENTRY_POINTS = {
+    "kinds": ["general", "platform", "stat_logger", "endpoint", "io_processor", "logits_processor"],
+    "general_entry_point": "acme.general",
+    "platform_entry_point": "acme_device",
+    "stat_logger_classes": [{"name": "AcmeLogger", "entry_point": "acme-logger"}],
+    "endpoint_paths": [{"name": "/v1/acme", "entry_point": "acme_routes"}],
+    "io_processor_names": [{"name": "acme_io", "entry_point": "acme.io"}],
+    "logits_processor_classes": [{"name": "AcmeBan", "entry_point": "acme_ban"}],
+}
+
+
+def test_entry_point_names_are_answers(rendered) -> None:
+    import tomllib
+
+    project = rendered(**CUSTOM_ENTRY_POINTS)
+    eps = tomllib.loads((project / "pyproject.toml").read_text())["project"]["entry-points"]
+    names = {group: sorted(table) for group, table in eps.items()}
+    assert names == {
+        "vllm.general_plugins": ["acme.general"],
+        "vllm.platform_plugins": ["acme_device"],
+        "vllm.stat_logger_plugins": ["acme-logger"],
+        "vllm.endpoint_plugins": ["acme_routes"],
+        "vllm.io_processor_plugins": ["acme.io"],
+        "vllm.logits_processors": ["acme_ban"],
+    }, names
+    declared = (project / "tests" / "test_plugin.py").read_text()
+    assert all(f'"{n}"' in declared for group in names.values() for n in group), declared
+    readme = (project / "README.md").read_text()
+    assert "VLLM_PLUGINS=acme.general,acme_device,acme-logger,acme_routes,acme.io" in readme, readme

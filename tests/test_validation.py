@@ -512,6 +512,23 @@ if (kind_target := only_in_some_target())[0]:
     kind, target = kind_target
     ROWS.append(Row("kinds", [kind], "exists only in vLLM", {"vllm_target": target}, kind))
 
+# Entry-point names as answers (issue 20): vLLM's rules (VLLM_PLUGINS is split on commas), its
+# own names in the group, and one name per entry point of the plugin in a group.
+ROWS += [
+    Row("general_entry_point", "a,b", "must be an entry-point name", {"kinds": ["general"]}),
+    Row("general_entry_point", "-x", "must be an entry-point name", {"kinds": ["general"]}),
+    Row("general_entry_point", "lora_filesystem_resolver", "vLLM itself publishes",
+        {"kinds": ["general"]}),
+    Row("platform_entry_point", "cpu", "built-in entries of vllm.platform_plugins",
+        {"kinds": ["platform"]}),
+    Row("stat_logger_classes",
+        [{"name": "A1", "entry_point": "x"}, {"name": "B1", "entry_point": "x"}],
+        "another of the plugin's entry points in vllm.stat_logger_plugins",
+        {"kinds": ["stat_logger"]}, "x"),
+    Row("io_processor_names", [{"name": "acme", "entry_point": "has space"}],
+        "must be an entry-point name", {"kinds": ["io_processor"]}, "has space"),
+]  # fmt: skip
+
 # Ranges (issue 16): vllm_oldest must be a known release, not newer than the target; every
 # kind and option must exist in every release of the range (rules read from the catalog).
 RELEASES = VLLM["releases"]
