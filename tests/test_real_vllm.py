@@ -157,6 +157,18 @@ def test_range_example_passes_in_each_release(
     assert ok == expected, ok ^ expected
 
 
+@pytest.mark.parametrize("target", [VLLM["latest"]])
+def test_entry_point_names_are_answers_vllm_loads(target: str, rendered, tmp_path: Path) -> None:
+    """Issue 20: every entry-point name given as an answer (general plugin, platform, and list
+    elements of the entry-point kinds): the plugin's suite and vLLM's own loaders find each
+    entry point under its name in a fresh process (VLLM_PLUGINS set to the names)."""
+    from test_render import CUSTOM_ENTRY_POINTS
+
+    project = rendered(**CUSTOM_ENTRY_POINTS, vllm_target=target)
+    ok = _suite_loaders_and_lint(envs.ensure(target), project, tmp_path / "site")
+    assert ok == set(instances(project)) | {"lazy"}, ok
+
+
 def _suite_loaders_and_lint(env: envs.VllmEnv, project: Path, site: Path) -> set[str]:
     """The project installed into `env`: its suite passes (but the serve), its loader checks in
     a fresh process fail nowhere, and ruff is clean; the loader checks that passed."""
