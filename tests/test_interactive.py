@@ -134,11 +134,15 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     s.choose("vLLM release the plugin is written for", ["latest (today", *targets.values()],
              targets[OLDEST])  # fmt: skip
     s.child.send(ENTER)
+    # The range: empty, the target only (the default).
+    s.answer("Oldest vLLM release the plugin also supports", ENTER)
     # Kinds: general is pre-selected; move down to the tool parser and select it with space.
     titles = [f"{CATALOG[k]['title']}: " for k in kinds]
     moves = s.choose("Which vLLM extension points", titles, titles[kinds.index("tool_parser")])
     assert moves > 0
     s.child.send(" " + ENTER)
+    # The general plugin's entry-point name: the default, the package name.
+    s.answer("Name of the general plugin's entry point", ENTER)
     # Only the tool parser's question comes, its list of instances; its help draws on the
     # catalog. A bad element is refused with the kind's rule, then the question asked again.
     s.answer(
