@@ -20,11 +20,13 @@ pytestmark = pytest.mark.real_vllm
 # serving would, over its processes), and register() runs again. What each step logged.
 WARNINGS_SCRIPT = """
 import importlib, json, logging, sys
+# vLLM first: importing it configures logging, and some releases (0.30) disable the loggers
+# that exist by then.
+from vllm.plugins import load_general_plugins
 records = []
 handler = logging.Handler()
 handler.emit = lambda record: records.append(record.getMessage())
 logging.getLogger("vllm." + sys.argv[1]).addHandler(handler)
-from vllm.plugins import load_general_plugins
 load_general_plugins()
 plugin = importlib.import_module(sys.argv[1] + "._plugin")
 for module in list(plugin._waiting):
