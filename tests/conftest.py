@@ -13,6 +13,7 @@ peer:                vLLM's own tests/plugins_tests against vLLM's dummy package
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -39,6 +40,17 @@ SERVING_TARGET = max(
     (t for t, spec in VLLM["targets"].items() if spec["cpu_build"]),
     key=lambda t: tuple(map(int, t.split("."))),
 )
+
+
+# Tier 2's example suites (several, samples, models, patches, replace) run in the newest target
+# and the newest CPU build; every target runs the all-kinds package, each kind alone, the
+# second-registration probe, the range example and the peer tier, and every CPU build the smoke
+# serve. VPT_ALL_TARGETS=1 runs the example suites in every target too (about 15 minutes more):
+# what keeps a warm `.ci/run` under 30 minutes on 2 cores (README, "Tests").
+FULL_TARGETS = sorted(
+    {VLLM["latest"], SERVING_TARGET}, key=lambda t: tuple(map(int, t.split("."))), reverse=True
+)
+EXAMPLE_TARGETS = TARGETS if os.environ.get("VPT_ALL_TARGETS") == "1" else FULL_TARGETS
 
 
 def kinds_for(target: str) -> list[str]:

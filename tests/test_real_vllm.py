@@ -19,6 +19,7 @@ from xml.etree import ElementTree
 import pytest
 from conftest import (
     CATALOG,
+    EXAMPLE_TARGETS,
     RANGE,
     SEVERAL,
     TARGETS,
@@ -115,7 +116,7 @@ SEVERAL_AT_LEAST = {
 }
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_several_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     """examples/several.yml through `copier copy --data-file`: every instance checked by vLLM's
     own loaders in fresh processes (one row each), the switches and settings, each instance's
@@ -196,7 +197,7 @@ SAMPLE_TESTS = {
 
 
 @pytest.mark.parametrize("kind", list(SAMPLE_TESTS))
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_every_sample_asserts_in_real_vllm(
     kind: str, target: str, rendered, tmp_path: Path
 ) -> None:

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import CATALOG, FAMILIES, NEW_MODEL_TYPE, TARGETS, render_file
+from conftest import CATALOG, EXAMPLE_TARGETS, FAMILIES, NEW_MODEL_TYPE, render_file
 from realvllm import envs
 from test_real_vllm import _run, _suite_loaders_and_lint, answered
 
@@ -41,7 +41,7 @@ else:
 """
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_new_model_type_example_reads_its_checkpoints_through_vllm(
     target: str, tmp_path: Path
 ) -> None:
@@ -82,7 +82,7 @@ FAMILIES_PROMISED = {
 }
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_model_families_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     """examples/model-families.yml: each architecture's loader check (vLLM's registry resolves
     it lazily to the class, and the family's interface predicate holds: is_pooling_model,
@@ -116,7 +116,7 @@ print("REPLACED " + json.dumps({
 """
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_replace_serves_the_plugin_class_for_a_builtin_name(target: str, tmp_path: Path) -> None:
     """`replace: true` on purpose: vLLM's own LlamaForCausalLM and transformers' mistral model
     type now resolve, through vLLM's registry and AutoConfig, to the plugin's classes; each

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import (
     CATALOG,
+    EXAMPLE_TARGETS,
     PATCHES,
     ROOT,
     TARGETS,
@@ -34,7 +35,7 @@ PATCHES_PROMISED = {
 }
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_patches_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     """examples/patches.yml: every target exists in this vLLM as recorded, each patch applies
     exactly once after 3 register() calls and a re-import, is reversible, and the instance's own
@@ -117,7 +118,7 @@ print("ROLES " + json.dumps(seen))
 """
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_patch_roles_follow_the_process_and_its_executor(target: str, tmp_path: Path) -> None:
     """The roles a patch's `processes` name, decided as vLLM loads the plugin, with vLLM's real
     executor classes: an engine core that runs its worker itself (the `uni` executor, vLLM's
@@ -168,7 +169,7 @@ print("LIVE " + json.dumps({"checked": checked, "wrong": wrong}))
 """
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_recorded_patch_targets_are_what_the_live_vllm_has(target: str, tmp_path: Path) -> None:
     """What extensions/patch/targets records (read from the wheel's source) against the live
     objects of the installed vLLM, through the plugin's own comparison: every function's

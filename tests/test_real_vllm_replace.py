@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import CATALOG, REPLACE_BUILTINS, TARGETS, instances, render_file
+from conftest import CATALOG, EXAMPLE_TARGETS, REPLACE_BUILTINS, instances, render_file
 from realvllm import envs
 from test_real_vllm import _run, _suite_loaders_and_lint
 
@@ -46,7 +46,7 @@ def _kinds_in(target: str) -> list[str]:
     return [k for k in kinds if target in CATALOG[k]["targets"]]
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_replacing_builtins_resolves_them_to_the_plugin(target: str, tmp_path: Path) -> None:
     """Every instance takes one of vLLM's own names (a GPU attention backend member among
     them): the generated suite's loader checks resolve each name, through vLLM's own lookup,
