@@ -131,6 +131,7 @@ def test_every_kind_says_how_many_instances_a_plugin_may_have() -> None:
             assert old not in questions, f"{kind}: {old} is both legacy and a question"
         assert set(spec.get("legacy") or {}) <= {"name", *(spec.get("details") or {})}, kind
         opt_in = ["replace"] if (spec.get("replace") or {}).get("how") else []
+        opt_in += ["entry_point"] if entry["mechanism"] == "entry_point" else []
         assert spec["args"] and set(spec["args"]) <= {
             "name", "module", "path", "cls", "key", *opt_in, *(spec.get("details") or {})
         }, kind  # fmt: skip
