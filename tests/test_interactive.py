@@ -141,6 +141,8 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     moves = s.choose("Which vLLM extension points", titles, titles[kinds.index("tool_parser")])
     assert moves > 0
     s.child.send(" " + ENTER)
+    # The general plugin's entry-point name: the default, the package name.
+    s.answer("Name of the general plugin's entry point", ENTER)
     # Only the tool parser's question comes, its list of instances; its help draws on the
     # catalog. A bad element is refused with the kind's rule, then the question asked again.
     s.answer(
@@ -149,8 +151,6 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     s.expect(re.escape("Validation error for question 'tool_parser_names': element 'hermes'"))
     s.child.send(CLEAR + "[acme_parser, {name: acme_xml, start_tag: <call>, end_tag: </call>}]")
     s.child.send(ENTER)
-    # The general plugin's entry-point name: the default, the package name.
-    s.answer("Name of the general plugin's entry point", ENTER)
     # The plugin's own environment, settings and packaging: the defaults.
     for prompt in (
         "Prefix of the plugin's own",
