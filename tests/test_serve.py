@@ -255,9 +255,9 @@ def test_generated_smoke_test_of_a_plugin_with_every_kind(
 OLDER_CPU_TARGETS = [t for t, s in VLLM["targets"].items() if s["cpu_build"] and t != TARGET]
 
 
-def _smoke_checks_every_served_instance(project: Path, out: str, report: list[dict]) -> None:
+def _every_served_instance_checked(project: Path, out: str) -> tuple[set[str], set[str]]:
     """Every instance checked in a serve but those the smoke test itself excuses (with their
-    reason), nothing failed, and every serve produced the same greedy tokens."""
+    reason), and nothing failed: (the instances, the checks that passed)."""
     print("\n".join(line for line in out.splitlines() if line.startswith(("PASSED", "SKIPPED"))))
     keys = set(instances(project)) - {"general"}
     excused = _literal(project, "NOT_CHECKED") | _literal(project, "NOT_ON_CPU")
@@ -265,6 +265,12 @@ def _smoke_checks_every_served_instance(project: Path, out: str, report: list[di
     assert passed & keys == keys - set(excused), (sorted(keys - passed), excused)
     assert set(excused) <= set(skipped), (excused, skipped)
     assert " failed" not in out and " error" not in out, out[-8000:]
+    return keys, passed
+
+
+def _smoke_checks_every_served_instance(project: Path, out: str, report: list[dict]) -> None:
+    """As above, and every serve (one checkpoint) produced the same greedy tokens."""
+    _every_served_instance_checked(project, out)
     greedy = {fact["serve"]: tuple(fact["greedy"]) for fact in report if "greedy" in fact}
     assert len(set(greedy.values())) == 1, greedy
 
@@ -302,12 +308,7 @@ def test_several_example_serves_every_instance(env: envs.VllmEnv, tmp_path: Path
             runner.TIMINGS.append(
                 (f"smoke test of several.yml: {fact['serve']}", fact["healthy_after"])
             )
-    print("\n".join(line for line in out.splitlines() if line.startswith(("PASSED", "SKIPPED"))))
-    keys = set(instances(project)) - {"general"}
-    excused = _literal(project, "NOT_CHECKED") | _literal(project, "NOT_ON_CPU")
-    passed, skipped = smoke_outcome(project, out)
-    assert passed & keys == keys - set(excused), (sorted(keys - passed), excused)
-    assert set(excused) <= set(skipped), (excused, skipped)
+    keys, passed = _every_served_instance_checked(project, out)
     architectures = {k for k in keys if k.startswith("model:")}
     assert len(architectures) >= 3 and architectures <= passed, architectures
     serves = _literal(project, "SERVES")
