@@ -47,9 +47,7 @@ SERVING_TARGET = max(
 # second-registration probe, the range example and the peer tier, and every CPU build the smoke
 # serve. VPT_ALL_TARGETS=1 runs the example suites in every target too (about 15 minutes more):
 # what keeps a warm `.ci/run` under 30 minutes on 2 cores (README, "Tests").
-FULL_TARGETS = sorted(
-    {VLLM["latest"], SERVING_TARGET}, key=lambda t: tuple(map(int, t.split("."))), reverse=True
-)
+FULL_TARGETS = [t for t in reversed(VLLM["releases"]) if t in {VLLM["latest"], SERVING_TARGET}]
 EXAMPLE_TARGETS = TARGETS if os.environ.get("VPT_ALL_TARGETS") == "1" else FULL_TARGETS
 
 
