@@ -43,9 +43,9 @@ OTHER = sorted(t for t in VLLM["targets"] if t != VLLM["latest"])
 
 
 def test_ownership_patterns_match_exactly_the_kind_files() -> None:
-    """Author-owned = the per-instance files and switches.py, nothing else the template writes.
-    A template-owned
-    tests/test_*.py must be negated in copier.yml, or updates would never refresh it."""
+    """Author-owned = the per-instance files, switches.py and tests/serve_plan.py, nothing else
+    the template writes. A template-owned tests/test_*.py must be negated in copier.yml, or
+    updates would never refresh it."""
     settings = harness.copier_settings()
     replay_only = [m[1] for e in settings["_exclude"] if (m := harness.REPLAY_ONLY.fullmatch(e))]
     assert replay_only == settings["_skip_if_exists"], "_exclude's update-only entries drifted"
@@ -56,7 +56,8 @@ def test_ownership_patterns_match_exactly_the_kind_files() -> None:
         out = out.replace("{{ package_name }}", package)
         if not path.is_file() or "{% yield" in rel:
             continue
-        if out == f"src/{package}/switches.py":  # the author's switches, created once
+        # the author's switches and serve plan, created once
+        if out in (f"src/{package}/switches.py", "tests/serve_plan.py"):
             assert harness.is_author_owned(out, package), out
             continue
         assert not harness.is_author_owned(out, package), (

@@ -1,0 +1,1 @@
+"""The author's replacements of every example (tests/test_ownership.py)."""
