@@ -12,6 +12,8 @@ peer:                vLLM's own tests/plugins_tests against vLLM's dummy package
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -42,13 +44,19 @@ SERVING_TARGET = max(
 )
 
 
-# Tier 2's example suites (several, samples, models, patches, replace) run in the newest target
-# and the newest CPU build; every target runs the all-kinds package, each kind alone, the
-# second-registration probe, the range example and the peer tier, and every CPU build the smoke
-# serve. VPT_ALL_TARGETS=1 runs the example suites in every target too (about 15 minutes more):
-# what keeps a warm `.ci/run` under 30 minutes on 2 cores (README, "Tests").
+# Which tiers run in which target (README, "Testing the template"): what keeps a warm `.ci/run`
+# under 30 minutes on 2 cores. Every target runs the render tier, the package of all its kinds,
+# each kind alone, the second-registration probe, the range example (in its releases) and the
+# peer tier; every CPU build the smoke serve of all its kinds. The example suites (several,
+# models, patches, replace) run at loader level in the target the examples name (latest, as
+# users copy them) and serve in the newest CPU build; the samples run in the newest CPU build
+# (where forward_cpu runs too). Per-target facts (recorded patch targets, executor roles) and
+# the ownership proof run in the newest target and the newest CPU build (FULL_TARGETS).
+# VPT_ALL_TARGETS=1 runs the example suites and the samples in every target.
+ALL_TARGETS = os.environ.get("VPT_ALL_TARGETS") == "1"
 FULL_TARGETS = [t for t in reversed(VLLM["releases"]) if t in {VLLM["latest"], SERVING_TARGET}]
-EXAMPLE_TARGETS = TARGETS if os.environ.get("VPT_ALL_TARGETS") == "1" else FULL_TARGETS
+EXAMPLE_TARGETS = TARGETS if ALL_TARGETS else [VLLM["latest"]]
+SAMPLE_TARGETS = TARGETS if ALL_TARGETS else [SERVING_TARGET]
 
 
 def kinds_for(target: str) -> list[str]:
@@ -147,17 +155,23 @@ def render(dst: Path, **data: Any) -> Path:
 @pytest.fixture(scope="session")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Path]]:
     """Render once per distinct answer set in the session; tiers share the result."""
-    cache: dict[str, Path] = {}
-    base = tmp_path_factory.mktemp("rendered")
+    # Shared by the session's xdist workers (their base temp folders sit side by side): a
+    # render another worker made is used as it is, never made twice.
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "rendered"
+    shared.mkdir(exist_ok=True)
 
     def get(**data: Any) -> Path:
-        key = json.dumps(data, sort_keys=True)
-        if key not in cache:
-            cache[key] = render(base / f"p{len(cache)}", **data)
-        return cache[key]
+        key = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+        done = shared / key
+        with open(shared / f"{key}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                shutil.rmtree(shared / f"{key}.tmp", ignore_errors=True)
+                render(shared / f"{key}.tmp", **data).rename(done)
+        return done
 
     yield get
-    shutil.rmtree(base, ignore_errors=True)
 
 
 # The longest test files first: xdist (--dist loadfile) hands files to the workers in

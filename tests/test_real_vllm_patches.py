@@ -13,6 +13,7 @@ import pytest
 from conftest import (
     CATALOG,
     EXAMPLE_TARGETS,
+    FULL_TARGETS,
     PATCHES,
     ROOT,
     TARGETS,
@@ -118,7 +119,7 @@ print("ROLES " + json.dumps(seen))
 """
 
 
-@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
+@pytest.mark.parametrize("target", FULL_TARGETS)
 def test_patch_roles_follow_the_process_and_its_executor(target: str, tmp_path: Path) -> None:
     """The roles a patch's `processes` name, decided as vLLM loads the plugin, with vLLM's real
     executor classes: an engine core that runs its worker itself (the `uni` executor, vLLM's
@@ -169,7 +170,7 @@ print("LIVE " + json.dumps({"checked": checked, "wrong": wrong}))
 """
 
 
-@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
+@pytest.mark.parametrize("target", FULL_TARGETS)
 def test_recorded_patch_targets_are_what_the_live_vllm_has(target: str, tmp_path: Path) -> None:
     """What extensions/patch/targets records (read from the wheel's source) against the live
     objects of the installed vLLM, through the plugin's own comparison: every function's
