@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -268,3 +269,59 @@ def test_entry_point_names_are_answers(rendered) -> None:
     assert all(f'"{n}"' in declared for group in names.values() for n in group), declared
     readme = (project / "README.md").read_text()
     assert "VLLM_PLUGINS=acme.general,acme_device,acme-logger,acme_routes,acme.io" in readme, readme
+
+
+def _serve_ids(project: Path) -> set[str]:
+    """The tests the project's smoke serve would run (collected, not run: no vLLM needed)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
+         "serve", "tests/test_smoke_serve.py"],
+        cwd=project, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    return set(re.findall(r"::(test_\w+\[.*\])$", proc.stdout, re.M))
+
+
+def test_the_serve_plan_is_the_authors_and_defaults_cover_what_it_omits(
+    rendered, tmp_path: Path
+) -> None:
+    """Issue 20: tests/serve_plan.py says what the smoke serve runs. The generated plan serves
+    every instance; the author's own plan regroups them; an instance it does not mention (one
+    a later update adds) gets a serve of its own with the template's defaults; an instance it
+    lists in NOT_SERVED is a skipped test with its reason, never served."""
+    import shutil
+
+    source = rendered(kinds=["general", "tool_parser", "scheduler"], project_name="Plan Owner")
+    project = tmp_path / "plan"
+    shutil.copytree(source, project)
+    generated = _serve_ids(project)
+    assert {"test_serve[main-tool_parser:plan_owner]", "test_serve[main-scheduler]"} <= generated
+    assert "test_serve[main-output]" in generated and "test_not_served[-]" in generated
+    plan = project / "tests" / "serve_plan.py"
+    mine = (
+        "from typing import Any\n\n"
+        'SERVES: dict[str, dict[str, Any]] = {"mine": {"checkpoint": {"tiny": {}}, '
+        '"instances": ["general", "tool_parser:plan_owner"]}}\n'
+        'ARGS = {"tool_parser:plan_owner": ["--enable-auto-tool-choice", '
+        '"--tool-call-parser", "plan_owner"]}\n'
+        "ENV: dict[str, Any] = {}\nNOT_SERVED: dict[str, str] = {}\n\n\n"
+        "def hello(server: Any) -> None:\n    pass\n\n\n"
+        'EXPECT = {"tool_parser:plan_owner": hello}\n'
+    )
+    plan.write_text(mine)
+    assert _serve_ids(project) == {
+        "test_serve[mine-general_plugin]",
+        "test_serve[mine-tool_parser:plan_owner]",
+        # not in the plan: its own serve, the template's default flags, contract checks only
+        "test_serve[scheduler-general_plugin]",
+        "test_serve[scheduler-scheduler]",
+        "test_not_served[-]",
+    }
+    plan.write_text(
+        mine.replace("NOT_SERVED: dict[str, str] = {}", 'NOT_SERVED = {"scheduler": "GPU"}')
+    )
+    assert _serve_ids(project) == {
+        "test_serve[mine-general_plugin]",
+        "test_serve[mine-tool_parser:plan_owner]",
+        "test_not_served[scheduler]",
+    }
