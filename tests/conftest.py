@@ -186,6 +186,7 @@ LONG_FIRST = [
     "test_real_vllm_models.py",
     "test_real_vllm_patches.py",
     "test_real_vllm_replace.py",
+    "test_native_kernels.py",
     "test_real_vllm_duplicates.py",
     "test_update.py",
 ]

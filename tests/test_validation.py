@@ -414,6 +414,9 @@ ROWS: list[Row] = [
     Row("custom_op_names", ["GroupedTopk"], "a CustomOp vLLM", OP),
     Row("custom_op_names", ["SparseAttnIndexerKpool"], "both define", OP),
     Row("custom_op_names", ["_DecodeConcatQuantFP8"], "a CustomOp vLLM", OP),
+    # custom_op: `native: true` only where the template writes the C++ kernels (issue 17)
+    Row("custom_op_names", [{"name": "GELU", "native": True}], "C++ kernels for (RMSNorm,", OP),
+    Row("custom_op_names", [{"name": "RMSNorm", "native": "yes"}], "`native` true or false", OP),
     # pluggable_layer: the same rule (PluggableLayer.__new__ looks up the class name too)
     Row("pluggable_layer_names", ["column_parallel_linear"], "one of 'ColumnParallelLinear'", PL),
     Row("pluggable_layer_names", ["MoERunnerInterface"], "use one of 'MoERunner'", PL),

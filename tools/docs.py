@@ -233,12 +233,16 @@ def _replacing(entry: dict[str, Any]) -> list[str]:
 def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
     """What a kind's list answer checks (extensions/instances.jinja, and the kind's own rules
     for one instance in extensions/<kind>/instance.jinja)."""
-    spec = yaml.safe_load((ROOT / "extensions" / kind / "kind.yml").read_text())["instances"]
-    details = spec.get("details") or {}
+    entry = yaml.safe_load((ROOT / "extensions" / kind / "kind.yml").read_text())
+    spec = entry["instances"]
+    native = entry.get("native") or {}
+    # `native` has its own line below.
+    details = {k: v for k, v in (spec.get("details") or {}).items() if k != "native" or not native}
     stand = ["stand_down"] if spec.get("stand_down") else []
     replace = spec.get("replace") or {}
     opt_in = ["replace"] if replace.get("how") else []
-    keys = ", ".join(f"`{k}`" for k in ["module", "class", *stand, *opt_in, *details])
+    compiled = ["native"] if native else []
+    keys = ", ".join(f"`{k}`" for k in ["module", "class", *stand, *opt_in, *compiled, *details])
     lines = [
         "a YAML list, not empty; each element a name, or a mapping with `name` and any of "
         f"{keys} (an unknown key, or an element that is neither, is refused)",
@@ -262,6 +266,14 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
         )
     elif replace.get("cannot"):
         lines.append(f"`replace` is refused: {replace['cannot']}")
+    if native:
+        lines.append(
+            "`native` (true or false, default false): true compiles the instance's kernels from"
+            " C++ (csrc/<module>.cpp, and csrc/<module>_cuda.cu where torch is a CUDA build and"
+            " nvcc is found) into torch operators its forward_cpu and forward_cuda call; the"
+            " package then builds with setuptools and torch.utils.cpp_extension (`pip install"
+            " --no-build-isolation .`); only for " + ", ".join(f"`{name}`" for name in native)
+        )
     if details:
         lines.append(
             "details and their defaults: "

@@ -1,0 +1,337 @@
+"""Compiled kernels (issue 17): custom_op elements with `native: true`, examples/native-kernel.yml.
+
+Tier 1 (render): only a plugin with a native instance builds with setuptools and torch's
+cpp_extension (setup.py, MANIFEST.in, csrc/); its files parse and pass ruff; its CI installs
+without build isolation and its release publishes the sdist (actionlint clean).
+Tier 2 (real vLLM, the newest CPU build only: compiling is the slow part): `pip install
+--no-build-isolation .` compiles the kernels on this CPU-only machine (the CUDA files are left
+out: torch is a CPU build, whatever nvcc is installed), the generated suite passes (each kernel
+matches forward_native on random inputs and traces under torch.compile), the sdist needs no
+torch and holds every source, an isolated build is refused with one line, and a `_C` that is
+missing or broken fails with one line where a kernel is needed, while every instance still
+loads through vLLM's own loaders.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import tomllib
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+import yaml
+from conftest import CATALOG, ROOT, SERVING_TARGET, TARGETS, instances, render_file
+from realvllm import envs
+from test_release import actionlint
+from test_render import UNRENDERED
+
+NATIVE = ROOT / "examples" / "native-kernel.yml"
+PACKAGE = yaml.safe_load(NATIVE.read_text())["package_name"]
+ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def native_modules(project: Path) -> dict[str, str]:
+    """{op: module} of the project's instances answered with `native: true`."""
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    ops = [
+        el["name"] for el in answers["custom_op_names"] if isinstance(el, dict) and el.get("native")
+    ]
+    return {op: instances(project)[f"custom_op:{op}"] for op in ops}
+
+
+# Compiling takes most of tier 2's time here: the newest CPU build only, unless VPT_ALL_TARGETS=1.
+NATIVE_TARGETS = TARGETS if os.environ.get("VPT_ALL_TARGETS") == "1" else [SERVING_TARGET]
+
+
+@pytest.fixture(scope="module")
+def native_for(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """examples/native-kernel.yml for a target, through `copier copy --data-file`, once each."""
+    cache: dict[str, Path] = {}
+
+    def get(target: str) -> Path:
+        if target not in cache:
+            out = tmp_path_factory.mktemp(f"native-{target}") / "acme-kernels"
+            cache[target] = render_file(out, NATIVE, vllm_target=target)
+        return cache[target]
+
+    return get
+
+
+@pytest.fixture
+def project(native_for: Callable[[str], Path]) -> Path:
+    return native_for(SERVING_TARGET)
+
+
+def run(cmd: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd, cwd=cwd, capture_output=True, text=True, timeout=900, env={**os.environ, **ENV, **env}
+    )
+
+
+def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> None:
+    modules = native_modules(project)
+    assert set(modules) == {"RMSNorm", "SiluAndMul"}, modules
+    csrc = sorted(p.name for p in (project / "csrc").iterdir())
+    expected = [
+        "_C.cpp",
+        *(f"{m}{suffix}" for m in modules.values() for suffix in (".cpp", "_cuda.cu")),
+    ]
+    assert csrc == sorted(expected), csrc  # GELU, not native, has no kernel files
+    for name in ("setup.py", "MANIFEST.in", f"src/{PACKAGE}/_native.py"):
+        assert (project / name).is_file(), name
+
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["build-system"] == {
+        "requires": ["setuptools>=77"],
+        "build-backend": "setuptools.build_meta",
+    }
+    assert "hatch" not in pyproject["tool"]
+    assert pyproject["tool"]["setuptools"]["packages"]["find"] == {"where": ["src"]}
+    assert "graft csrc" in (project / "MANIFEST.in").read_text().splitlines()
+    setup = (project / "setup.py").read_text()
+    # The CUDA files compile only with a CUDA torch and a toolkit; without torch, a refusal.
+    assert "if cuda and torch.version.cuda and cpp_extension.CUDA_HOME:" in setup, setup
+    assert "--no-build-isolation" in setup
+
+    for op, module in modules.items():
+        cpp = (project / "csrc" / f"{module}.cpp").read_text()
+        cuda = (project / "csrc" / f"{module}_cuda.cu").read_text()
+        assert f"TORCH_LIBRARY_FRAGMENT({PACKAGE}, m)" in cpp
+        for key in ("CPU", "Meta"):
+            assert f"TORCH_LIBRARY_IMPL({PACKAGE}, {key}, m)" in cpp, (module, key)
+        assert f"TORCH_LIBRARY_IMPL({PACKAGE}, CUDA, m)" in cuda and "__global__" in cuda
+        python = (project / "src" / PACKAGE / f"{module}.py").read_text()
+        assert f"ops = torch.ops.{PACKAGE}" in python and "_native.check(self, OWNER)" in python
+        for kernel in CATALOG["custom_op"]["native"][op]["kernels"]:
+            assert f'm.def("{kernel}(' in cpp or f'"{kernel}(' in cpp, (module, kernel)
+            assert f'm.impl("{kernel}"' in cuda, (module, kernel)
+            assert f"ops.{kernel}(" in python, (module, kernel)
+        test = (project / "tests" / f"test_{module}.py").read_text()
+        assert "def test_compiled_kernel_matches_forward_native(" in test
+
+    for path in project.rglob("*"):
+        if path.is_file() and ".git" not in path.parts:
+            text = path.read_text()
+            assert not UNRENDERED.search(text), path
+            if path.suffix == ".py":
+                ast.parse(text, filename=str(path))
+    for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_native_ci_installs_without_isolation_and_releases_the_sdist(project: Path) -> None:
+    workflows = project / ".github" / "workflows"
+    tests = yaml.safe_load((workflows / "tests.yml").read_text())
+    steps = {step.get("name"): step for step in tests["jobs"]["test"]["steps"]}
+    assert (
+        steps["Install the plugin"]["run"]
+        == 'python -m pip install --no-build-isolation -e ".[test]"'
+    )
+    release = yaml.safe_load((workflows / "release.yml").read_text())
+    runs = "\n".join(step.get("run", "") for step in release["jobs"]["build"]["steps"])
+    assert "python -m build --sdist" in runs and not re.search(r"python -m build$", runs, re.M)
+    assert "pip wheel --no-build-isolation --no-deps" in runs  # the sdist compiles
+    proc = subprocess.run(
+        [*actionlint(), *map(str, sorted(workflows.glob("*.yml")))], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    readme = (project / "README.md").read_text()
+    assert "\n## Compiled kernels\n" in readme
+    assert 'pip install --no-build-isolation -e ".[test]"' in readme
+
+
+def test_native_code_is_formatted_for_the_longest_names(tmp_path: Path) -> None:
+    """A package name of 51 characters (its classes then take nearly the 64 allowed): what
+    the native instances add is still ruff-clean."""
+    package = "abcdefghij_klmnopqrst_uvwxyzabcd_abcdefghij_klmnopq"
+    project = render_file(tmp_path / "long", NATIVE, package_name=package)
+    files = ["setup.py", f"src/{package}/_native.py"]
+    for module in native_modules(project).values():
+        files += [f"src/{package}/{module}.py", f"tests/test_{module}.py"]
+    for cmd in (["ruff", "check", *files], ["ruff", "format", "--check", *files]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_plugins_without_native_kernels_keep_hatchling(rendered) -> None:
+    """`native` absent or false: the package is pure Python, built by hatchling, as before."""
+    project = rendered(
+        kinds=["general", "custom_op"],
+        project_name="Not native",
+        custom_op_names=["RMSNorm", {"name": "SiluAndMul", "native": False}],
+    )
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["build-system"]["build-backend"] == "hatchling.build"
+    assert pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"] == ["src/not_native"]
+    for name in ("setup.py", "MANIFEST.in", "csrc", "src/not_native/_native.py"):
+        assert not (project / name).exists(), name
+    assert "torch.ops" not in (project / "src" / "not_native" / "custom_op_rms_norm.py").read_text()
+
+
+# A fresh process as a worker building a model: vLLM's plugins load, the modules the glue waits
+# for are imported (the ops register), then vLLM's RMSNorm is built (the plugin's class, by
+# vLLM's own lookup) with the op disabled, then enabled (which raises where _C did not load).
+BUILD_OP = """
+import importlib
+from vllm.config import CompilationConfig, DeviceConfig, VllmConfig, set_current_vllm_config
+from vllm.plugins import load_general_plugins
+import torch
+
+load_general_plugins()
+plugin = importlib.import_module("{package}._plugin")
+for module in list(plugin._waiting):
+    importlib.import_module(module)
+from {module} import RMSNorm
+
+for custom_ops in (["none"], ["none", "+RMSNorm"]):
+    config = VllmConfig(
+        device_config=DeviceConfig(device="cpu"),
+        compilation_config=CompilationConfig(custom_ops=custom_ops),
+    )
+    with set_current_vllm_config(config):
+        op = RMSNorm(8)
+        print("BUILT", custom_ops, type(op).__module__, op(torch.randn(2, 8)).shape, flush=True)
+"""
+# The generated tests that run the compiled kernels, in each native instance's test file.
+KERNEL_TESTS = [
+    "test_compiled_kernels_load",
+    "test_compiled_kernel_matches_forward_native[dtype0]",
+    "test_compiled_kernel_matches_forward_native[dtype1]",
+    "test_compiled_kernel_traces_under_torch_compile",
+]
+
+
+@pytest.mark.real_vllm
+@pytest.mark.parametrize("target", NATIVE_TARGETS)
+def test_native_example_compiles_and_passes_its_suite(
+    target: str, native_for: Callable[[str], Path], tmp_path: Path, record_property
+) -> None:
+    """`pip install --no-build-isolation .` compiles the CPU kernels (not the CUDA ones) on
+    this machine; the generated suite (the kernels' tests passing, none skipped), and ruff pass.
+    Then with `_C` missing, or not a library: every instance still loads through vLLM's own
+    loaders in a fresh process, an RMSNorm built disabled runs forward_native, and one built
+    enabled stops with one line naming the instance and why."""
+    env, project = envs.ensure(target), native_for(target)
+    site = tmp_path / "site"
+    start = time.monotonic()
+    paths = envs.install_overlay(env, project, site)
+    seconds = round(time.monotonic() - start, 1)
+    record_property("native_compile_seconds", seconds)
+    print(f"native example: pip install --no-build-isolation compiled _C in {seconds} s")
+    (built,) = (site / PACKAGE).glob("_C.*.so")
+    objects = sorted(p.name for p in (project / "build").rglob("*.o"))
+    cpp = sorted(p.stem for p in (project / "csrc").glob("*.cpp"))
+    assert objects == sorted(f"{stem}.o" for stem in cpp), objects  # no CUDA object here
+
+    report = tmp_path / "report.xml"
+    cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve",
+           f"--junitxml={report}"]  # fmt: skip
+    proc = run(cmd, project, **paths)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    passed = {
+        (case.get("classname", "").rpartition(".")[2], case.get("name"))
+        for case in ElementTree.parse(report).getroot().iter("testcase")
+        if not list(case)  # no <skipped>, <failure> or <error>
+    }
+    for module in native_modules(project).values():
+        missing = {(f"test_{module}", t) for t in KERNEL_TESTS} - passed
+        assert not missing, missing
+    for cmd in ([str(env.bin / "ruff"), "check", "."],
+                [str(env.bin / "ruff"), "format", "--check", "."]):  # fmt: skip
+        proc = run(cmd, project, **paths)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    # Missing, and built wrong (here: not a shared library at all), in two copies of the site.
+    builtins = CATALOG["custom_op"]["builtins"][target]
+    script = BUILD_OP.format(package=PACKAGE, module=builtins["modules"]["RMSNorm"])
+    broken = {}
+    for case in ("missing", "garbage"):
+        copy = shutil.copytree(site, tmp_path / case)
+        so = copy / PACKAGE / built.name
+        so.unlink() if case == "missing" else so.write_bytes(b"not a shared library\n")
+        broken[case] = {"PYTHONPATH": str(copy)}
+
+    def fresh(case: str, what: str) -> subprocess.CompletedProcess[str]:
+        cmd = ["tests/vllm_checks.py", "loaders"] if what == "loaders" else ["-c", script]
+        return run([str(env.python), *cmd], project, **broken[case])
+
+    jobs = [(case, what) for case in broken for what in ("loaders", "build")]
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip(jobs, pool.map(lambda job: fresh(*job), jobs), strict=True))
+    why = {
+        "missing": f"ModuleNotFoundError: No module named '{PACKAGE}._C'",
+        "garbage": "ImportError: ",
+    }
+    for case in broken:
+        # Every instance, the tool parser and the native ops included, loads through vLLM's own
+        # loaders: nothing there needs a kernel.
+        loaders = results[case, "loaders"]
+        assert loaders.returncode == 0, loaders.stdout[-3000:] + loaders.stderr[-3000:]
+        result = json.loads(loaders.stdout.split("VLLM_CHECKS ", 1)[1].splitlines()[0])
+        assert not result["failed"], result["failed"]
+        assert set(result["ok"]) == set(instances(project)) | {"lazy"}, result["ok"]
+        # Disabled, the plugin's op runs forward_native; enabled, the load stops with one line.
+        build = results[case, "build"]
+        ours = f"{PACKAGE}.{native_modules(project)['RMSNorm']}"
+        assert f"BUILT ['none'] {ours} torch.Size([2, 8])" in build.stdout, build.stderr[-3000:]
+        assert build.returncode == 1 and "+RMSNorm" not in build.stdout, build.stdout
+        last = build.stderr.strip().splitlines()[-1]
+        head = (
+            f"RuntimeError: {PACKAGE} custom_op RMSNorm: the compiled kernels {PACKAGE}._C did"
+            f" not load ({why[case]}"
+        )
+        assert last.startswith(head), last
+        assert last.endswith("with `pip install --no-build-isolation .`"), last
+        assert "During handling" not in build.stderr, build.stderr[-3000:]
+
+
+@pytest.mark.real_vllm
+def test_native_sdist_needs_no_torch_and_an_isolated_build_is_refused(
+    project: Path, tmp_path: Path
+) -> None:
+    """Without torch (as in pip's isolated build env): the sdist builds and holds every kernel
+    source, CUDA ones included; compiling refuses with one line naming the fix."""
+    env = envs.ensure(SERVING_TARGET)
+    no_torch = "import sys; sys.modules['torch'] = None; "
+    sdist = run(
+        [str(env.python), "-c", no_torch + "from setuptools import build_meta as b; "
+         "print('SDIST', b.build_sdist(sys.argv[1]))", str(tmp_path)],
+        project,
+    )  # fmt: skip
+    assert sdist.returncode == 0, sdist.stdout[-2000:] + sdist.stderr[-3000:]
+    path = tmp_path / sdist.stdout.split("SDIST ", 1)[1].strip()
+    with tarfile.open(path) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    for module in native_modules(project).values():
+        assert {f"csrc/{module}.cpp", f"csrc/{module}_cuda.cu"} <= names, names
+    assert {"csrc/_C.cpp", "setup.py", "MANIFEST.in", f"src/{PACKAGE}/_native.py"} <= names
+    assert not [n for n in names if n.endswith(".so")], names
+    twine = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    assert twine.returncode == 0, twine.stdout + twine.stderr
+
+    build = run(
+        [str(env.python), "-c", no_torch + "sys.argv = ['setup.py', 'build_ext']; "
+         "exec(compile(open('setup.py').read(), 'setup.py', 'exec'))"],
+        project,
+    )  # fmt: skip
+    assert build.returncode == 1, build.stdout[-2000:] + build.stderr[-2000:]
+    assert build.stderr.strip().splitlines()[-1] == (
+        f"{PACKAGE}._C compiles against the torch vLLM runs with, and this build has none: "
+        "install with `pip install --no-build-isolation .` beside vLLM and torch"
+    )
