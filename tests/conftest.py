@@ -183,6 +183,8 @@ LONG_FIRST = [
     "test_peer.py",
     "test_real_vllm.py",
     "test_fresh_install.py",
+    "test_ray.py",
+    "test_uv.py",
     "test_real_vllm_models.py",
     "test_real_vllm_patches.py",
     "test_real_vllm_replace.py",
