@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import hashlib
+import json
+import os
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from tools import pyread
-from tools.wheelsrc import FactsError, Wheel
+from tools.wheelsrc import FactsError, Wheel, cache_root
 
 Values = Callable[[Wheel], Any]
 
@@ -71,6 +75,31 @@ def _memo(wheel: Wheel, key: tuple[object, ...], compute: Callable[[], Any]) -> 
     if key not in wheel.memo:
         wheel.memo[key] = compute()
     return wheel.memo[key]
+
+
+# The reading code: a change to it makes every stored scan stale.
+_SOURCES = [Path(__file__), Path(__file__).with_name("pyread.py")]
+
+
+def _stored(wheel: Wheel, key: tuple[str, ...], compute: Callable[[], Any]) -> Any:
+    """`_memo`, and kept on disk for the whole-tree scans that take seconds (a subclass family
+    over every file): a pure function of the wheel's bytes and of this reading code, keyed by
+    both, under the wheels' cache."""
+
+    def load_or_compute() -> Any:
+        code = hashlib.sha256(b"".join(p.read_bytes() for p in _SOURCES)).hexdigest()[:12]
+        name = hashlib.sha256(json.dumps([wheel.sha256, code, *key]).encode()).hexdigest()
+        path = cache_root() / "scans" / f"{name[:24]}.json"
+        if path.is_file():
+            return json.loads(path.read_text())
+        text = json.dumps(compute())
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        tmp.replace(path)
+        return json.loads(text)  # as a later run reads it: lists, not tuples
+
+    return _memo(wheel, key, load_or_compute)
 
 
 def nothing() -> Values:
@@ -328,7 +357,7 @@ def built_subclasses(module: str, cls: str, field: str) -> Values:
     its chain below `<cls>` that defines `forward`}."""
 
     def run(wheel: Wheel) -> Any:
-        rows = _memo(wheel, ("family", module, cls), lambda: _family(wheel, module, cls))
+        rows = _stored(wheel, ("family", module, cls), lambda: _family(wheel, module, cls))
         by_class: dict[str, list[tuple[str | None, str]]] = {}
         for name, op, mod, built, _ in rows:
             if built:

@@ -10,6 +10,7 @@ import ast
 import configparser
 import fcntl
 import functools
+import hashlib
 import os
 import re
 import subprocess
@@ -109,6 +110,12 @@ class Wheel:
             if self.distribution == "vllm"
             else f"wheel {self.distribution} {self.version}"
         )
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        """The wheel file's digest: what a stored scan of it is keyed by."""
+        with open(self.path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
 
     def has(self, path: str) -> bool:
         return path in self._names
