@@ -23,6 +23,7 @@ from typing import Any
 
 import copier
 import pytest
+import scheduling
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,15 +47,18 @@ SERVING_TARGET = max(
 
 # Which tiers run in which target (README, "Testing the template"): what keeps a warm `.ci/run`
 # under 30 minutes on 2 cores. Every target runs the render tier, the package of all its kinds,
-# each kind alone, the second-registration probe, the range example (in its releases) and the
-# peer tier; every CPU build the smoke serve of all its kinds. The example suites (several,
-# models, patches, replace) run at loader level in the target the examples name (latest, as
-# users copy them) and serve in the newest CPU build; the samples run in the newest CPU build
-# (where forward_cpu runs too). Per-target facts (recorded patch targets, executor roles) and
-# the ownership proof run in the newest target and the newest CPU build (FULL_TARGETS).
-# VPT_ALL_TARGETS=1 runs the example suites and the samples in every target.
+# the second-registration probe, the range example (in its releases) and the peer tier (its
+# tests that start an engine in the newest CPU build only, tests/test_peer.py); every CPU build
+# the smoke serve of all its kinds. The example suites (several, models, patches, replace) run
+# at loader level in the target the examples name (latest, as users copy them) and serve in
+# the newest CPU build; the samples run in the newest CPU build (where forward_cpu runs too).
+# Each kind alone (23 packages side by side), per-target facts (recorded patch targets,
+# executor roles) and the ownership proof run in the newest target and the newest CPU build
+# (FULL_TARGETS). VPT_ALL_TARGETS=1 runs the example suites, the samples, each kind alone and
+# the peer tier's engine tests in every target.
 ALL_TARGETS = os.environ.get("VPT_ALL_TARGETS") == "1"
 FULL_TARGETS = [t for t in reversed(VLLM["releases"]) if t in {VLLM["latest"], SERVING_TARGET}]
+EACH_KIND_TARGETS = TARGETS if ALL_TARGETS else FULL_TARGETS
 EXAMPLE_TARGETS = TARGETS if ALL_TARGETS else [VLLM["latest"]]
 SAMPLE_TARGETS = TARGETS if ALL_TARGETS else [SERVING_TARGET]
 
@@ -174,29 +178,24 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...,
     yield get
 
 
-# The longest test files first: xdist (--dist loadfile) hands files to the workers in
-# collection order, so a long file collected last runs alone while the other worker idles.
-# Longest first (the slowest tests are listed at the end of every run), the short tiers fill
-# in around them.
-LONG_FIRST = [
-    "test_serve.py",
-    "test_peer.py",
-    "test_real_vllm.py",
-    "test_fresh_install.py",
-    "test_ray.py",
-    "test_uv.py",
-    "test_real_vllm_models.py",
-    "test_real_vllm_patches.py",
-    "test_real_vllm_replace.py",
-    "test_native_kernels.py",
-    "test_real_vllm_duplicates.py",
-    "test_update.py",
-]
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+    scheduling.check(items)  # its tables still match the tests
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    scheduling.lower_priority(item.nodeid)  # a worker that is not the engine's (scheduling.py)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadscope` (pyproject.toml) runs tests/scheduling.py's scheduler."""
+    return scheduling.scheduler(config, log) if config.getvalue("dist") == "loadscope" else None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and not hasattr(session.config, "workerinput"):
+        scheduling.record(reporter.stats)  # the next run's costs (tests/scheduling.py)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

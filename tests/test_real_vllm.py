@@ -19,6 +19,7 @@ from xml.etree import ElementTree
 import pytest
 from conftest import (
     CATALOG,
+    EACH_KIND_TARGETS,
     EXAMPLE_TARGETS,
     RANGE,
     SAMPLE_TARGETS,
@@ -63,7 +64,7 @@ def test_all_kinds_package_passes_its_suite(target: str, rendered, tmp_path: Pat
     assert ok == set(instances(project)) | {"lazy"}, ok
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", EACH_KIND_TARGETS)
 def test_each_kind_alone(target: str, rendered, tmp_path: Path) -> None:
     """One package per kind, all installed side by side (plugins must coexist): each suite, and
     vLLM's loaders plus the idempotency checks of every package in one fresh process each."""

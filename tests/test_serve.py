@@ -51,8 +51,8 @@ from conftest import (
 from realvllm import envs
 from serve import runner, tiny
 
-# One xdist worker runs this module (`--dist loadfile`, pyproject.toml): its serves share
-# module fixtures, and serves run one at a time machine-wide anyway.
+# The tests that read serve 1 (`builtin`) run together on one xdist worker, the others each on
+# its own (tests/scheduling.py); serves run one at a time machine-wide anyway.
 pytestmark = pytest.mark.serve
 TARGET = SERVING_TARGET  # the vLLM that serves on CPU (conftest)
 PROMPT = "Hello world, this is"  # the generated smoke test's reference prompt

@@ -108,10 +108,16 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def plan(
-    adapt: dict[str, Any], src: Path, target: str, serves: bool, everything: bool = False
+    adapt: dict[str, Any],
+    src: Path,
+    target: str,
+    serves: bool,
+    everything: bool = False,
+    elsewhere: str = "",
 ) -> Plan:
-    """What runs for `target`: `serves`, whether its vLLM starts an engine on this machine;
-    `everything` runs the tests listed `costly` too ($VPT_PEER_ALL=1)."""
+    """What runs for `target`: `serves`, whether its `engine` tests run (where its vLLM starts
+    an engine on this machine); `elsewhere`, why they do not where it does; `everything` runs
+    the tests listed `costly` too ($VPT_PEER_ALL=1)."""
     present = inventory(src)
     listed = adapt["files"]
     problems = [
@@ -135,7 +141,7 @@ def plan(
             fp.exclude = dict(spec.get("exclude") or {})
             for name in spec.get("engine") or []:
                 if not serves:
-                    fp.exclude.setdefault(name, " ".join(adapt["no_engine"].split()))
+                    fp.exclude.setdefault(name, " ".join((elsewhere or adapt["no_engine"]).split()))
             if not everything:
                 for name, why in (spec.get("costly") or {}).items():
                     why = f"costly, runs with VPT_PEER_ALL=1: {' '.join(why.split())}"
