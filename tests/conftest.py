@@ -52,13 +52,18 @@ SERVING_TARGET = max(
 # the smoke serve of all its kinds. The example suites (several, models, patches, replace) run
 # at loader level in the target the examples name (latest, as users copy them) and serve in
 # the newest CPU build; the samples run in the newest CPU build (where forward_cpu runs too).
-# Each kind alone (23 packages side by side), per-target facts (recorded patch targets,
-# executor roles) and the ownership proof run in the newest target and the newest CPU build
-# (FULL_TARGETS). VPT_ALL_TARGETS=1 runs the example suites, the samples, each kind alone and
-# the peer tier's engine tests in every target.
+# Each kind alone (23 packages side by side) runs in the newest target; per-target facts
+# (recorded patch targets, executor roles) and the ownership proof in the newest target and
+# the newest CPU build (FULL_TARGETS). VPT_ALL_TARGETS=1 runs the example suites, the samples,
+# each kind alone, the range example's serve and the peer tier's engine tests in every target.
 ALL_TARGETS = os.environ.get("VPT_ALL_TARGETS") == "1"
 FULL_TARGETS = [t for t in reversed(VLLM["releases"]) if t in {VLLM["latest"], SERVING_TARGET}]
-EACH_KIND_TARGETS = TARGETS if ALL_TARGETS else FULL_TARGETS
+EACH_KIND_TARGETS = TARGETS if ALL_TARGETS else [VLLM["latest"]]
+# Where the peer tier runs vLLM's tests that start an engine (tests/test_peer.py).
+PEER_ENGINE_TARGETS = [
+    t for t in TARGETS if VLLM["targets"][t]["cpu_build"] and (ALL_TARGETS or t == SERVING_TARGET)
+]
+scheduling.ENGINE_ONLY_FOR["test_peer.py"] = set(PEER_ENGINE_TARGETS)
 EXAMPLE_TARGETS = TARGETS if ALL_TARGETS else [VLLM["latest"]]
 SAMPLE_TARGETS = TARGETS if ALL_TARGETS else [SERVING_TARGET]
 

@@ -34,8 +34,11 @@ DURATIONS = (
     Path(os.environ.get("VPT_CACHE", Path.home() / ".cache" / "vllm-plugin-template"))
     / "durations.json"
 )
-# The modules whose tests hold the serve lock (their tests are marked serve or peer).
+# The modules whose tests hold the serve lock (their tests are marked serve or peer); of a
+# module in ENGINE_ONLY_FOR, only the parametrizations named there (the peer tier starts
+# engines in some targets only: conftest.py fills it in).
 ENGINE = {"test_serve.py", "test_peer.py", "test_ray.py"}
+ENGINE_ONLY_FOR: dict[str, set[str]] = {}
 # Modules split into one unit per test, except the tests that use a module fixture named
 # here (a serve several tests read, a render), which stay together in one unit.
 SPLIT: dict[str, dict[str, set[str]]] = {
@@ -52,6 +55,8 @@ SPLIT: dict[str, dict[str, set[str]]] = {
     "test_real_vllm_models.py": {},
     "test_real_vllm_patches.py": {},
     "test_ownership.py": {},
+    "test_render.py": {},
+    "test_real_vllm_duplicates.py": {},
 }
 DEFAULT = {"engine": 150.0, "work": 30.0}  # seconds of a unit none of whose tests ran yet
 ENGINE_WORKER = "gw0"
@@ -70,7 +75,9 @@ def unit_of(nodeid: str) -> str:
     """`engine:` or `work:`, then the unit's name."""
     path, _, rest = nodeid.partition("::")
     module = path.rsplit("/", 1)[-1]
-    tier = "engine" if module in ENGINE else "work"
+    param = rest.partition("[")[2].removesuffix("]")
+    engine = module in ENGINE and param in ENGINE_ONLY_FOR.get(module, {param})
+    tier = "engine" if engine else "work"
     if module not in SPLIT:
         return f"{tier}:{module}"
     test = rest.split("[", 1)[0]

@@ -13,9 +13,9 @@ does not list fails the tier.
 The baseline depends on vLLM alone, so its result is cached by its inputs (tests/peer/run.py,
 "baseline cache"): `VPT_PEER_BASELINE=fresh` runs it again. `VPT_PEER_ALL=1` also runs the
 tests the data lists as costly (a real `vllm serve`). The tests that start an engine run in
-the newest CPU build (ENGINES); in an older one, tier 3 serves a plugin of every kind of that
-release instead (tests/test_serve.py), and `VPT_ALL_TARGETS=1` or `VPT_PEER_ALL=1` runs them
-there too.
+the newest CPU build (PEER_ENGINE_TARGETS); in an older one, tier 3 serves a plugin of every
+kind of that release instead (tests/test_serve.py), and `VPT_ALL_TARGETS=1` or
+`VPT_PEER_ALL=1` runs them there too.
 """
 
 from __future__ import annotations
@@ -29,15 +29,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ALL_TARGETS, SERVING_TARGET, TARGETS, VLLM
+from conftest import PEER_ENGINE_TARGETS, SERVING_TARGET, TARGETS, VLLM
 from peer import run, sources
 from realvllm import envs
 
 pytestmark = pytest.mark.peer
 
 
-# Where the tests that start an engine run (one at a time, 20-40 s each on 2 cores).
-ENGINES = {t for t in TARGETS if ALL_TARGETS or t == SERVING_TARGET}
 ELSEWHERE = (
     f"starts an engine, which the peer tier does in the newest CPU build ({SERVING_TARGET}) "
     "only; tier 3 serves a plugin of every kind of this release (tests/test_serve.py); "
@@ -125,7 +123,7 @@ def test_generated_packages_pass_where_vllm_dummies_pass(
     src = sources.fetch(venv.version)
     adapt = run.load()
     everything = os.environ.get("VPT_PEER_ALL") == "1"
-    engines = venv.can_serve and (target in ENGINES or everything)
+    engines = venv.can_serve and (target in PEER_ENGINE_TARGETS or everything)
     why = ELSEWHERE if venv.can_serve and not engines else ""
     plan = run.plan(adapt, src, target, engines, everything, why)
     assert not plan.problems, "\n".join(plan.problems)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import scheduling
+from conftest import PEER_ENGINE_TARGETS, TARGETS
 
 
 class Worker:
@@ -25,6 +26,7 @@ def _simulate(seconds: dict[str, float], monkeypatch) -> dict[str, list[tuple[fl
     """Two workers that run what the scheduler sends them, test by test, in simulated time (a
     test takes its recorded seconds): per worker, (start, unit) of each test it ran."""
     monkeypatch.setattr(scheduling, "_load", lambda: seconds)
+    monkeypatch.setattr(scheduling, "ENGINE_ONLY_FOR", {})  # every peer test an engine's
     collection = list(seconds)
     config = SimpleNamespace(
         getvalue=lambda name: ["2*popen"] if name == "tx" else None,
@@ -60,8 +62,8 @@ def test_one_worker_runs_the_engine_units_the_other_the_rest_costliest_first(
     monkeypatch,
 ) -> None:
     seconds = {
-        "tests/test_render.py::test_a": 1.0,
-        **{f"tests/test_render.py::test_b[{i}]": 1.0 for i in range(20)},
+        "tests/test_validation.py::test_a": 1.0,
+        **{f"tests/test_validation.py::test_b[{i}]": 1.0 for i in range(20)},
         "tests/test_peer.py::test_p[0.30]": 280.0,
         "tests/test_peer.py::test_p[0.31]": 300.0,
         "tests/test_real_vllm.py::test_each_kind_alone[0.30]": 75.0,
@@ -80,15 +82,19 @@ def test_one_worker_runs_the_engine_units_the_other_the_rest_costliest_first(
         "work:test_update.py",
         "work:tests/test_real_vllm.py::test_each_kind_alone[0.31]",
         "work:tests/test_real_vllm.py::test_each_kind_alone[0.30]",
-        "work:test_render.py",
+        "work:test_validation.py",
     ], order
 
 
 def test_units_follow_the_modules_and_shared_fixtures() -> None:
     unit = scheduling.unit_of
-    assert unit("tests/test_render.py::test_x[a]") == unit("tests/test_render.py::test_y")
+    assert unit("tests/test_validation.py::test_x[a]") == unit("tests/test_validation.py::test_y")
     assert unit("tests/test_peer.py::test_p[0.30]") != unit("tests/test_peer.py::test_p[0.31]")
-    assert unit("tests/test_peer.py::test_p[0.30]").startswith("engine:")
+    # The peer tier starts engines in some targets only (conftest.PEER_ENGINE_TARGETS).
+    for target in TARGETS:
+        engine = unit(f"tests/test_peer.py::test_p[{target}]").startswith("engine:")
+        assert engine == (target in PEER_ENGINE_TARGETS), target
+    assert PEER_ENGINE_TARGETS
     assert unit("tests/test_serve.py::test_tensor_parallel_2_runs_the_plugin_in_both_workers") == (
         unit("tests/test_serve.py::test_endpoint_absent_without_vllm_plugins")
     )
