@@ -12,7 +12,9 @@ renders wait on the disk). When one side runs out, its workers take the other si
 - a unit (what one worker runs from start to end) is a test of a module in SPLIT, or the
   tests of such a module that share an expensive module fixture, or else a whole module;
 - a unit's cost is what its tests took in the last run on this machine (DURATIONS, written
-  at the end of every run), else a default by side;
+  at the end of every run), else in the run recorded in the repository (MEASURED, a warm run
+  on 2 cores: `cp ~/.cache/vllm-plugin-template/durations.json tests/durations.json` after a
+  full run refreshes it), else a default by side;
 - a worker takes its next unit only when it is down to its last test (xdist's prefetch of
   up to three tests ties long units to one worker while another idles).
 
@@ -58,6 +60,7 @@ SPLIT: dict[str, dict[str, set[str]]] = {
     "test_render.py": {},
     "test_real_vllm_duplicates.py": {},
 }
+MEASURED = Path(__file__).with_name("durations.json")
 DEFAULT = {"engine": 150.0, "work": 30.0}  # seconds of a unit none of whose tests ran yet
 ENGINE_WORKER = "gw0"
 NICE = 10  # the other workers' CPU priority while the engine worker runs engine units
@@ -101,11 +104,16 @@ def check(items: list[pytest.Item]) -> None:
         raise pytest.UsageError("tests/scheduling.py:\n  " + "\n  ".join(problems))
 
 
-def _load() -> dict[str, float]:
+def _read(path: Path) -> dict[str, float]:
     try:
-        return {k: float(v) for k, v in json.loads(DURATIONS.read_text()).items()}
+        return {k: float(v) for k, v in json.loads(path.read_text()).items()}
     except (OSError, ValueError):
         return {}
+
+
+def _load() -> dict[str, float]:
+    """Each test's seconds: this machine's last run, else the repository's record."""
+    return _read(MEASURED) | _read(DURATIONS)
 
 
 def record(stats: dict[str, list[Any]]) -> None:
@@ -117,7 +125,7 @@ def record(stats: dict[str, list[Any]]) -> None:
                 seen[report.nodeid] = seen.get(report.nodeid, 0.0) + report.duration
     if not seen:
         return
-    merged = _load() | {k: round(v, 2) for k, v in seen.items()}
+    merged = _read(DURATIONS) | {k: round(v, 2) for k, v in seen.items()}
     DURATIONS.parent.mkdir(parents=True, exist_ok=True)
     tmp = DURATIONS.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(merged, indent=0, sort_keys=True))

@@ -120,3 +120,10 @@ def test_the_tables_match_the_collected_tests(request: pytest.FixtureRequest) ->
     items[0].fixturenames = []
     with pytest.raises(pytest.UsageError, match="marked serve/peer is False"):
         scheduling.check(items)
+
+
+def test_a_first_run_on_a_machine_has_the_recorded_costs() -> None:
+    """tests/durations.json, what a machine without runs of its own schedules by, reads as
+    seconds per test id (a stale record only orders units less well; it fails nothing)."""
+    recorded = scheduling._read(scheduling.MEASURED)
+    assert recorded and all(v >= 0 and "::" in k for k, v in recorded.items())
