@@ -32,10 +32,9 @@ from typing import Any
 
 import pytest
 
-DURATIONS = (
-    Path(os.environ.get("VPT_CACHE", Path.home() / ".cache" / "vllm-plugin-template"))
-    / "durations.json"
-)
+from tools.wheelsrc import cache_root, write_atomic
+
+DURATIONS = cache_root() / "durations.json"
 # The modules whose tests hold the serve lock (their tests are marked serve or peer); of a
 # module in ENGINE_ONLY_FOR, only the parametrizations named there (the peer tier starts
 # engines in some targets only: conftest.py fills it in).
@@ -126,10 +125,7 @@ def record(stats: dict[str, list[Any]]) -> None:
     if not seen:
         return
     merged = _read(DURATIONS) | {k: round(v, 2) for k, v in seen.items()}
-    DURATIONS.parent.mkdir(parents=True, exist_ok=True)
-    tmp = DURATIONS.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(merged, indent=0, sort_keys=True))
-    tmp.replace(DURATIONS)
+    write_atomic(DURATIONS, json.dumps(merged, indent=0, sort_keys=True))
 
 
 def scheduler(config: pytest.Config, log: Any) -> Any:

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tools import pyread
-from tools.wheelsrc import FactsError, Wheel, cache_root
+from tools.wheelsrc import FactsError, Wheel, cache_root, write_atomic
 
 Values = Callable[[Wheel], Any]
 
@@ -93,10 +93,7 @@ def _stored(wheel: Wheel, key: tuple[str, ...], compute: Callable[[], Any]) -> A
         if path.is_file():
             return json.loads(path.read_text())
         text = json.dumps(compute())
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_atomic(path, text)
         return json.loads(text)  # as a later run reads it: lists, not tuples
 
     return _memo(wheel, key, load_or_compute)
@@ -632,7 +629,6 @@ def _patch_targets(wheel: Wheel) -> dict[str, dict[str, str]]:
     import hashlib
     import inspect
     import json
-    import os
     from concurrent.futures import ProcessPoolExecutor
 
     from tools.wheelsrc import cache_root
@@ -663,10 +659,7 @@ def _patch_targets(wheel: Wheel) -> dict[str, dict[str, str]]:
         else:
             found[module][name] = record
     found = dict(sorted(found.items()))
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    tmp = cached.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(found))
-    tmp.replace(cached)
+    write_atomic(cached, json.dumps(found))
     return found
 
 

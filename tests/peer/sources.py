@@ -26,7 +26,9 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-CACHE = Path(os.environ.get("VPT_CACHE", Path.home() / ".cache" / "vllm-plugin-template"))
+from tools.wheelsrc import cache_root
+
+CACHE = cache_root()  # $VPT_CACHE, else ~/.cache/vllm-plugin-template
 # The package index's simple API (PEP 691 JSON); another index can stand in for it.
 INDEX = os.environ.get("VPT_SIMPLE_INDEX", "https://pypi.org/simple/")
 # Bump when MEMBERS change, so cached folders are extracted again.

