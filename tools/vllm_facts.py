@@ -61,6 +61,7 @@ ATTN = "vllm/v1/attention/backends/registry.py"
 CPU_PLATFORM = "vllm/platforms/cpu.py"
 CUSTOM_OP = "vllm.model_executor.custom_op"
 CACHE = "vllm/config/cache.py"
+V1_LOGITSPROCS = "vllm/v1/sample/logits_processor/__init__.py"  # up to vLLM 0.33
 
 
 def _built_classes(what: str, cls: str, fields: tuple[str, ...]) -> Recipe:
@@ -333,8 +334,14 @@ RECIPES: dict[str, Recipe] = {
     ),
     "logits_processor": Recipe(
         "class names in BUILTIN_LOGITS_PROCESSORS (vllm/v1/sample/logits_processor/__init__.py): "
-        "the V1 runner's always-on processors; no entry points in vllm.logits_processors",
-        ex.constant("vllm/v1/sample/logits_processor/__init__.py", "BUILTIN_LOGITS_PROCESSORS"),
+        "the V1 runner's always-on processors; none from vLLM 0.34, which has no V1 runner "
+        "(Model Runner V2 builds its own by class, by no name); no entry points in "
+        "vllm.logits_processors",
+        lambda wheel: (
+            ex.constant(V1_LOGITSPROCS, "BUILTIN_LOGITS_PROCESSORS")(wheel)
+            if wheel.has(V1_LOGITSPROCS)
+            else []
+        ),
     ),
     "scheduler": Recipe(
         "none; default: the classes SchedulerConfig.get_scheduler_cls returns when "
