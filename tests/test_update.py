@@ -434,3 +434,64 @@ def test_patch_records_the_new_target_and_says_so(template: Template, tmp_path: 
     )
     assert recorded == {target: after}, recorded
     assert f"{target} is {after} (vLLM {old}: {before}): review src/{package}/" in out, out
+
+
+def _removed_apis(older: str, newer: str) -> dict[str, list[str]]:
+    """{kind: the modules its catalog imported in `older` and `newer` no longer has}."""
+    out: dict[str, list[str]] = {}
+    for kind, entry in CATALOG.items():
+        if {older, newer} <= set(entry["targets"]):
+            now = {api["module"] for api in entry["apis"][newer].values()}
+            gone = {
+                api["module"]
+                for name, api in entry["apis"][older].items()
+                if name not in entry["apis"][newer] and api["module"] not in now
+            }
+            if gone:
+                out[kind] = sorted(gone)
+    return out
+
+
+def test_update_across_a_removed_api_names_it(template: Template, tmp_path: Path) -> None:
+    """A plugin of the kinds whose vLLM API the newest target removed or changed, made for the
+    target before it, with the author's modules as generated there: the update names each
+    removed module and changed option, and in the newest real vLLM the author's old module fails
+    its suite with one line naming the module and both releases, not a collection error."""
+    older, newer = OTHER[-1], VLLM["latest"]
+    removed = _removed_apis(older, newer)
+    if not removed:
+        pytest.skip(f"vLLM {newer} removed no module that a kind of vLLM {older} imports")
+    project = tmp_path / "plugin"
+    kinds = ["general", *removed, "sleep_mode_backend"]
+    harness.copy(template, project, "HEAD", kinds=kinds, vllm_target=older)
+
+    out = harness.update(project, "HEAD", vllm_target=newer)
+
+    assert not harness.conflict_markers(project), out
+    assert "no API your kinds import differs" not in out, out
+    for kind, modules in removed.items():
+        for module in modules:
+            assert f"{kind}: gone in vLLM {newer}: `from {module} import" in out, out
+    # An option with its own releases that holds in one of the two (kind.yml `note`).
+    for form in CATALOG["sleep_mode_backend"]["suspend"].values():
+        if (older in form["targets"]) != (newer in form["targets"]):
+            assert f"sleep_mode_backend: {form['note']}" in out, out
+
+    env = envs.ensure(newer)
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    proc = subprocess.run(
+        [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve"],
+        cwd=project,
+        env={**os.environ, **paths, "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text[-4000:]
+    assert "error during collection" not in text and "errors during collection" not in text, text
+    for kind, modules in removed.items():
+        for module in modules:
+            line = f"{kind}: vLLM {newer} has no {module} (vLLM {older} had it)"
+            assert line in text, text[-4000:]
+    assert "::uses_a_removed_vllm_api - Failed: " in text, text[-4000:]
