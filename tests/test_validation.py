@@ -515,6 +515,15 @@ if (kind_target := only_in_some_target())[0]:
     kind, target = kind_target
     ROWS.append(Row("kinds", [kind], "exists only in vLLM", {"vllm_target": target}, kind))
 
+# A built-in name that vLLM looks up under other names from some release (catalog
+# `redirected`): `replace: true` of it is refused there, naming what to replace instead.
+for name, spec in CATALOG["kv_connector"]["instances"]["replace"]["redirected"].items():
+    ROWS.append(
+        Row("kv_connector_names", [{"name": name, "replace": True}],
+            f"which {spec['why']}: replace those",
+            {"kinds": ["kv_connector"], "vllm_target": spec["targets"][-1]}, name)
+    )  # fmt: skip
+
 # Entry-point names as answers (issue 20): vLLM's rules (VLLM_PLUGINS is split on commas), its
 # own names in the group, and one name per entry point of the plugin in a group.
 ROWS += [
