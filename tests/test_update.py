@@ -464,6 +464,23 @@ def test_update_across_a_removed_api_names_it(template: Template, tmp_path: Path
     project = tmp_path / "plugin"
     kinds = ["general", *removed, "sleep_mode_backend"]
     harness.copy(template, project, "HEAD", kinds=kinds, vllm_target=older)
+    env = envs.ensure(newer)
+    run_env = {**os.environ, "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
+
+    # Before the update, in the newer vLLM: the general plugin says so, in one line.
+    paths = envs.install_overlay(env, project, tmp_path / "old-site")
+    code = "from vllm.plugins import load_general_plugins; load_general_plugins()"
+    proc = subprocess.run(
+        [str(env.python), "-c", code],
+        env={**run_env, **paths},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    version = VLLM["targets"][newer]["version"]
+    said = [line for line in proc.stderr.splitlines() if f"not vLLM {version}" in line]
+    assert len(said) == 1 and VLLM["targets"][older]["requirement"] in said[0], proc.stderr
 
     out = harness.update(project, "HEAD", vllm_target=newer)
 
@@ -477,12 +494,11 @@ def test_update_across_a_removed_api_names_it(template: Template, tmp_path: Path
         if (older in form["targets"]) != (newer in form["targets"]):
             assert f"sleep_mode_backend: {form['note']}" in out, out
 
-    env = envs.ensure(newer)
     paths = envs.install_overlay(env, project, tmp_path / "site")
     proc = subprocess.run(
         [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve"],
         cwd=project,
-        env={**os.environ, **paths, "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"},
+        env={**run_env, **paths},
         capture_output=True,
         text=True,
         timeout=900,
@@ -495,3 +511,15 @@ def test_update_across_a_removed_api_names_it(template: Template, tmp_path: Path
             line = f"{kind}: vLLM {newer} has no {module} (vLLM {older} had it)"
             assert line in text, text[-4000:]
     assert "::uses_a_removed_vllm_api - Failed: " in text, text[-4000:]
+    # The author's backend still takes the older release's suspend argument: vLLM's loader
+    # check names it against the running vLLM's interface.
+    changed = [
+        (f["param"], p["param"])
+        for f in CATALOG["sleep_mode_backend"]["suspend"].values()
+        for p in CATALOG["sleep_mode_backend"]["suspend"].values()
+        if older in f["targets"] and newer in p["targets"] and f["param"] != p["param"]
+    ]
+    for old_param, new_param in changed:
+        assert f"suspend takes ['{old_param}'], but vLLM {version} calls suspend({new_param})" in (
+            text
+        ), text[-4000:]
