@@ -58,7 +58,10 @@ def replace_examples(project: Path) -> Path:
         original = (src / f"{module}.py").read_text()
         classes = re.findall(r"^class (\w+)", original, re.M)
         cls = next((c for c in classes if f'"{c}"' in named or f":{c}" in named), "")
-        what, body = MODULES[kind]
+        # The author's module is written for the vLLM interface the example imports (where a
+        # kind has several: `<kind>/<variant>` in MODULES).
+        variants = [v for k, v in MODULES.items() if k == kind or k.startswith(f"{kind}/")]
+        what, body = next(v for v in variants if _vllm_imports(v[1]) <= _vllm_imports(original))
         fields = {
             "cls": cls,
             "name": name,
@@ -75,6 +78,10 @@ def replace_examples(project: Path) -> Path:
         (tests / f"test_{module}.py").write_text(Template(TEST).substitute(fields))
     (tests / "serve_plan.py").write_text(_plan(project, keys))
     return originals
+
+
+def _vllm_imports(text: str) -> set[str]:
+    return set(re.findall(r"^from (vllm[\w.]*) import", text, re.M))
 
 
 def _plan(project: Path, keys: dict[str, str]) -> str:

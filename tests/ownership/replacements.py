@@ -432,6 +432,24 @@ class $cls(LogitsProcessor):
         return logits
 """,
     ),
+    # The same for Model Runner V2's interface (the only one from vLLM 0.34).
+    "logits_processor/v2": (
+        "a pass-through processor, without validate_params",
+        """from typing import Any
+
+import torch
+from vllm.v1.worker.gpu.sample.logits_processor import LogitsProcessor
+
+
+class $cls(LogitsProcessor):
+    def __init__(self, vllm_config: Any, req_states: Any) -> None:
+        self.steps = 0
+
+    def apply(self, logits: torch.Tensor, ctx: Any) -> torch.Tensor:
+        self.steps += 1
+        return logits
+""",
+    ),
     "scheduler": (
         "a scheduler that counts its steps",
         """from typing import Any
