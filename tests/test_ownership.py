@@ -58,10 +58,12 @@ def replace_examples(project: Path) -> Path:
         original = (src / f"{module}.py").read_text()
         classes = re.findall(r"^class (\w+)", original, re.M)
         cls = next((c for c in classes if f'"{c}"' in named or f":{c}" in named), "")
-        # The author's module is written for the vLLM interface the example imports (where a
-        # kind has several: `<kind>/<variant>` in MODULES).
+        # Where a kind has several vLLM interfaces (`<kind>/<variant>` in MODULES), the author's
+        # module is written for the one whose vLLM modules the example imports.
         variants = [v for k, v in MODULES.items() if k == kind or k.startswith(f"{kind}/")]
-        what, body = next(v for v in variants if _vllm_imports(v[1]) <= _vllm_imports(original))
+        what, body = next(
+            (v for v in variants if _vllm_imports(v[1]) <= _vllm_imports(original)), variants[0]
+        )
         fields = {
             "cls": cls,
             "name": name,
