@@ -138,9 +138,11 @@ def pinned(src: Path, names: list[str]) -> list[str]:
     """`name==version` of each of `names` as vLLM's own test requirements pin it."""
     pins = {}
     for line in (src / "requirements" / "test" / "cpu.txt").read_text().splitlines():
+        # `name==version`, alone or (from vLLM 0.34, a hashed lock file) followed by ` \`
+        # and `--hash=...` continuation lines.
         name, sep, version = line.split("#")[0].strip().partition("==")
-        if sep:
-            pins[name.strip().lower()] = version.strip()
+        if sep and version.split():
+            pins[name.strip().lower()] = version.split()[0].split(";")[0]
     missing = [n for n in names if n.lower() not in pins]
     if missing:
         raise RuntimeError(f"{src}: requirements/test/cpu.txt pins none of {missing}")
