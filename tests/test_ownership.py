@@ -22,20 +22,20 @@ from string import Template
 from xml.etree import ElementTree
 
 import pytest
-from conftest import FULL_TARGETS, instances, kinds_for
+from conftest import CATALOG, FULL_TARGETS, instances, kinds_for
 from ownership.replacements import HEADER, MODULES, SERVE_PLAN, TEST
 from realvllm import envs
 from update import harness
 
 pytestmark = pytest.mark.real_vllm
-# Kinds the plan serves apart from the generative serve, or not at all (and why).
-POOLING = {"io_processor"}
-OFFLOAD = {"kv_offload_spec"}
-NOT_SERVED = {
-    "model": "a Qwen2-shaped model: the tiny Llama cannot serve it (a Qwen2 checkpoint can)",
-    "quantization": "reads its config file from a quantized checkpoint, which the tiny one is not",
-    "ec_connector": "an encoder-cache connector acts only for multimodal requests",
+# What the author's plan does with each kind (kind.yml `tests: ownership:`): a serve of its own
+# (`serve`: pooling, offload) apart from the generative one, or none (`not_served`: why).
+OWNERSHIP = {
+    kind: (entry.get("tests") or {}).get("ownership") or {} for kind, entry in CATALOG.items()
 }
+POOLING = {kind for kind, o in OWNERSHIP.items() if o.get("serve") == "pooling"}
+OFFLOAD = {kind for kind, o in OWNERSHIP.items() if o.get("serve") == "offload"}
+NOT_SERVED = {kind: o["not_served"] for kind, o in OWNERSHIP.items() if "not_served" in o}
 
 
 def replace_examples(project: Path) -> Path:
@@ -189,13 +189,6 @@ def test_replaced_examples_keep_template_tests_green_through_update(
     assert expected <= failed, (expected - failed, failed)
 
 
-# Kinds whose example tests fail on the replaced module (each tests what the example does).
-FAILING_EXAMPLES = {
-    "general",
-    "tool_parser",
-    "endpoint",
-    "io_processor",
-    "logits_processor",
-    "worker_extension",
-    "lora_resolver",
-}
+# Kinds whose example tests fail on the replaced module (each tests what the example does):
+# kind.yml `tests: ownership: example_tests_fail`.
+FAILING_EXAMPLES = {kind for kind, o in OWNERSHIP.items() if o.get("example_tests_fail")}

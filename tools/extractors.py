@@ -1,4 +1,4 @@
-"""Building blocks for the extraction recipes in tools/vllm_facts.py.
+"""Building blocks for the extraction recipes in extensions/<kind>/recipe.py.
 
 Each factory returns a `Values`: a function from a wheel to one JSON value (usually a sorted
 list of names), so that a recipe reads as data: which file, which variable, which call.

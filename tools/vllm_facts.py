@@ -7,8 +7,8 @@
 - `diff FROM TO` (targets or wheel paths) reports the drift between two releases, per kind.
 
 vLLM is never imported: the wheel is opened with zipfile and its sources read with ast, so
-this runs anywhere with Python 3.11 + PyYAML. RECIPES below is the one place that says where
-each kind's built-in names live in vLLM's source.
+this runs anywhere with Python 3.11 + PyYAML. Each kind's extensions/<kind>/recipe.py is the one
+place that says where its built-in names live in vLLM's source (RECIPES, via tools/recipes.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,42 +50,13 @@ from tools.facts import (
     resolve_api,
     version_key,
 )
+from tools.recipes import Recipe
+from tools.recipes import load as load_recipes
 from tools.wheelsrc import FactsError, Wheel, load_wheel, wheel_for_spec
 
 GENERATED_BY = "python -m tools.vllm_facts extract"
 DEFAULT_CATALOG = Path(__file__).resolve().parent.parent / "extensions"
-RECIPE_HOME = "extraction recipes live in RECIPES in tools/vllm_facts.py"
-
-
-@dataclass(frozen=True)
-class Recipe:
-    """Where one kind's built-in names come from. `names` gives the `names` list; `extras` the
-    kind's other fields; `present` says whether the kind exists in a wheel at all."""
-
-    what: str
-    names: ex.Values
-    extras: dict[str, ex.Values] = field(default_factory=dict)
-    present: Callable[[Wheel], bool] | None = None
-
-
-# Paths inside the wheel, shared by several recipes.
-MODELS = "vllm/model_executor/models/registry.py"
-QUANT = "vllm/model_executor/layers/quantization/__init__.py"
-ATTN = "vllm/v1/attention/backends/registry.py"
-CPU_PLATFORM = "vllm/platforms/cpu.py"
-CUSTOM_OP = "vllm.model_executor.custom_op"
-CACHE = "vllm/config/cache.py"
-V1_LOGITSPROCS = "vllm/v1/sample/logits_processor/__init__.py"  # up to vLLM 0.33
-
-
-def _built_classes(what: str, cls: str, fields: tuple[str, ...]) -> Recipe:
-    """The classes vLLM builds from `cls` (CustomOp, PluggableLayer), which a plugin replaces
-    by class name (extractors.built_subclasses), with the given extra views."""
-    return Recipe(
-        what,
-        ex.built_subclasses(CUSTOM_OP, cls, "names"),
-        {field: ex.built_subclasses(CUSTOM_OP, cls, field) for field in fields},
-    )
+RECIPE_HOME = "extraction recipes live in extensions/<kind>/recipe.py"
 
 
 # What a patch may target (extensions/patch/targets/<target>/, read by the patch kind only):
@@ -170,220 +141,8 @@ def check_patch_targets(catalog: Catalog, target: str, wheel: Wheel) -> list[str
     ]
 
 
-POOLING_TABLES = (
-    "_EMBEDDING_MODELS",
-    "_LATE_INTERACTION_MODELS",
-    "_REWARD_MODELS",
-    "_TOKEN_CLASSIFICATION_MODELS",
-    "_SEQUENCE_CLASSIFICATION_MODELS",
-)
-TEXT_GENERATION = ex.module_class_map(
-    MODELS, "_TEXT_GENERATION_MODELS", "vllm.model_executor.models"
-)
-
-RECIPES: dict[str, Recipe] = {
-    "general": Recipe(
-        "vLLM's own vllm.general_plugins entry-point names (the wheel's entry_points.txt)",
-        ex.entry_point_names("vllm.general_plugins"),
-    ),
-    "model": Recipe(
-        "architectures in _VLLM_MODELS (vllm/model_executor/models/registry.py); text_generation: "
-        "_TEXT_GENERATION_MODELS as arch -> module:Class; oot_supported: _OOT_SUPPORTED_MODELS; "
-        "model_types: the config.json model types vLLM's _CONFIG_REGISTRY "
-        "(vllm/transformers_utils/config.py) or transformers' CONFIG_MAPPING_NAMES know, at the "
-        "lowest transformers the wheel requires; base_configs: text-generation arch -> the "
-        "transformers configuration class of its causal-LM model type (MODEL_FOR_CAUSAL_LM_"
-        "MAPPING_NAMES); config_registry: the model types of _CONFIG_REGISTRY alone (vLLM reads "
-        "them before asking transformers); pooling, multimodal, draft: arch -> module:Class of "
-        "the pooling tables (embedding, late interaction, reward, token and sequence "
-        "classification), _MULTIMODAL_MODELS and _SPECULATIVE_DECODING_MODELS",
-        ex.constant(MODELS, "_VLLM_MODELS"),
-        {
-            "text_generation": TEXT_GENERATION,
-            "oot_supported": ex.optional(ex.constant(MODELS, "_OOT_SUPPORTED_MODELS")),
-            "model_types": ex.model_types(),
-            "config_registry": ex.config_registry(),
-            "pooling": ex.module_class_maps(MODELS, POOLING_TABLES, "vllm.model_executor.models"),
-            "multimodal": ex.module_class_map(
-                MODELS, "_MULTIMODAL_MODELS", "vllm.model_executor.models"
-            ),
-            "draft": ex.module_class_map(
-                MODELS, "_SPECULATIVE_DECODING_MODELS", "vllm.model_executor.models"
-            ),
-            "base_configs": ex.base_configs(TEXT_GENERATION),
-        },
-    ),
-    "custom_op": _built_classes(
-        "class names of the CustomOp subclasses vLLM builds (every subclass, at any depth, of "
-        "vllm.model_executor.custom_op.CustomOp that vLLM's source uses as a value: "
-        "CustomOp.__new__ looks up the __name__ of the class being built, so these are the "
-        "register_oot keys that take effect); op_names: class -> op name (its own or inherited "
-        "@CustomOp.register name); modules: class -> defining module; duplicates: a class name "
-        "defined in several modules; bases_only: classes vLLM only subclasses -> the built "
-        "subclasses below them; own_forward: class -> the class of its chain defining forward "
-        "(so CustomOp's dispatch to forward_native/forward_cpu may not run). The separate "
-        "CustomOp copy in vllm/model_executor/hw_agnostic/ is another registry, not counted",
-        "CustomOp",
-        ("op_names", "modules", "duplicates", "bases_only", "own_forward"),
-    ),
-    "pluggable_layer": _built_classes(
-        "class names of the PluggableLayer subclasses vLLM builds (every subclass, at any depth, "
-        "of vllm.model_executor.custom_op.PluggableLayer that vLLM's source uses as a value: "
-        "PluggableLayer.__new__ looks up the __name__ of the class being built); op_names: "
-        "class -> layer name (own or inherited @PluggableLayer.register name); modules, "
-        "duplicates, bases_only as for custom_op. The hw_agnostic copy of "
-        "PluggableLayer is not counted",
-        "PluggableLayer",
-        ("op_names", "modules", "duplicates", "bases_only"),
-    ),
-    "attention_backend": Recipe(
-        "AttentionBackendEnum members (vllm/v1/attention/backends/registry.py); mamba: "
-        "MambaAttentionBackendEnum members; cpu_members: the members "
-        "CpuPlatform.get_attn_backend_cls can return (any other selection is ignored on CPU); "
-        "paths: their default class paths",
-        ex.enum_members(ATTN, "AttentionBackendEnum"),
-        {
-            "mamba": ex.enum_members(ATTN, "MambaAttentionBackendEnum"),
-            "cpu_members": ex.enum_refs(
-                CPU_PLATFORM,
-                "CpuPlatform.get_attn_backend_cls",
-                ATTN,
-                "AttentionBackendEnum",
-            ),
-            "paths": ex.enum_ref_values(
-                CPU_PLATFORM,
-                "CpuPlatform.get_attn_backend_cls",
-                ATTN,
-                "AttentionBackendEnum",
-            ),
-        },
-    ),
-    "quantization": Recipe(
-        "QuantizationMethods Literal (vllm/model_executor/layers/quantization/__init__.py); "
-        "deprecated: DEPRECATED_QUANTIZATION_METHODS (need --allow-deprecated-quantization)",
-        ex.constant(QUANT, "QuantizationMethods"),
-        {"deprecated": ex.optional(ex.constant(QUANT, "DEPRECATED_QUANTIZATION_METHODS"))},
-    ),
-    "model_loader": Recipe(
-        "load formats in _LOAD_FORMAT_TO_MODEL_LOADER "
-        "(vllm/model_executor/model_loader/__init__.py)",
-        ex.constant(
-            "vllm/model_executor/model_loader/__init__.py",
-            "_LOAD_FORMAT_TO_MODEL_LOADER",
-        ),
-    ),
-    "kv_connector": Recipe(
-        "names passed to KVConnectorFactory.register_connector in kv_connector/factory.py",
-        ex.calls(
-            "vllm/distributed/kv_transfer/kv_connector/factory.py",
-            "KVConnectorFactory.register_connector",
-        ),
-    ),
-    "ec_connector": Recipe(
-        "names passed to ECConnectorFactory.register_connector in ec_connector/factory.py",
-        ex.calls(
-            "vllm/distributed/ec_transfer/ec_connector/factory.py",
-            "ECConnectorFactory.register_connector",
-        ),
-    ),
-    "kv_offload_spec": Recipe(
-        "names passed to OffloadingSpecFactory.register_spec in vllm/v1/kv_offload/factory.py",
-        ex.calls("vllm/v1/kv_offload/factory.py", "OffloadingSpecFactory.register_spec"),
-    ),
-    "tool_parser": Recipe(
-        "tool parser names in _TOOL_PARSERS_TO_REGISTER (vllm/tool_parsers/__init__.py)",
-        ex.constant("vllm/tool_parsers/__init__.py", "_TOOL_PARSERS_TO_REGISTER"),
-    ),
-    "reasoning_parser": Recipe(
-        "reasoning parser names in _REASONING_PARSERS_TO_REGISTER (vllm/reasoning/__init__.py)",
-        ex.constant("vllm/reasoning/__init__.py", "_REASONING_PARSERS_TO_REGISTER"),
-    ),
-    "lora_resolver": Recipe(
-        "resolver names vLLM's own plugins pass to LoRAResolverRegistry.register_resolver "
-        "(vllm/plugins/lora_resolvers/); entry_points: vLLM's own vllm.general_plugins names",
-        ex.calls("vllm/plugins/lora_resolvers/*.py", "LoRAResolverRegistry.register_resolver"),
-        {"entry_points": ex.entry_point_names("vllm.general_plugins")},
-    ),
-    "sleep_mode_backend": Recipe(
-        "names passed to SleepModeBackendFactory.register_backend "
-        "(vllm/device_allocator/sleep_mode_backend.py)",
-        ex.calls(
-            "vllm/device_allocator/sleep_mode_backend.py",
-            "SleepModeBackendFactory.register_backend",
-        ),
-    ),
-    "kv_cache_dtype": Recipe(
-        "CacheDType Literal (vllm/config/cache.py); reserved: other STR_DTYPE_TO_TORCH_DTYPE keys "
-        "(vllm/utils/torch_utils.py) that a registration would silently overwrite; only targets "
-        "that have register_kv_cache_dtype",
-        ex.constant(CACHE, "CacheDType"),
-        {
-            "reserved": ex.extra_keys(
-                "vllm/utils/torch_utils.py",
-                "STR_DTYPE_TO_TORCH_DTYPE",
-                ex.constant(CACHE, "CacheDType"),
-            )
-        },
-        present=ex.has_symbol(CACHE, "register_kv_cache_dtype"),
-    ),
-    "platform": Recipe(
-        "built-in platform detector names in builtin_platform_plugins (vllm/platforms/__init__.py)",
-        ex.constant("vllm/platforms/__init__.py", "builtin_platform_plugins"),
-    ),
-    "stat_logger": Recipe(
-        "none: vLLM publishes no vllm.stat_logger_plugins entry points", ex.nothing()
-    ),
-    "endpoint": Recipe(
-        "none in vllm.endpoint_plugins; routes: every HTTP path vLLM's own servers register under "
-        "vllm/entrypoints (a plugin route on the same path and method replaces vLLM's); methods: "
-        "path -> HTTP methods",
-        ex.nothing(),
-        {
-            "routes": ex.routes("vllm/entrypoints/"),
-            "methods": ex.route_methods("vllm/entrypoints/"),
-        },
-    ),
-    "io_processor": Recipe(
-        "none: vLLM publishes no vllm.io_processor_plugins entry points", ex.nothing()
-    ),
-    "logits_processor": Recipe(
-        "class names in BUILTIN_LOGITS_PROCESSORS (vllm/v1/sample/logits_processor/__init__.py): "
-        "the V1 runner's always-on processors; none from vLLM 0.34, which has no V1 runner "
-        "(Model Runner V2 builds its own by class, by no name); no entry points in "
-        "vllm.logits_processors",
-        lambda wheel: (
-            ex.constant(V1_LOGITSPROCS, "BUILTIN_LOGITS_PROCESSORS")(wheel)
-            if wheel.has(V1_LOGITSPROCS)
-            else []
-        ),
-    ),
-    "scheduler": Recipe(
-        "none; default: the classes SchedulerConfig.get_scheduler_cls returns when "
-        "scheduler_cls is unset",
-        ex.nothing(),
-        {
-            "default": ex.function_imports(
-                "vllm/config/scheduler.py", "SchedulerConfig.get_scheduler_cls"
-            )
-        },
-    ),
-    "worker_extension": Recipe(
-        "none; worker_attributes: public class attributes of CPUWorker and GPU Worker and their "
-        "vLLM bases (an extension attribute with one of these names fails init_worker's assert; "
-        "single-underscore names collide too but are not listed)",
-        ex.nothing(),
-        {
-            "worker_attributes": ex.class_attributes(
-                ("vllm/v1/worker/cpu_worker.py", "CPUWorker"),
-                ("vllm/v1/worker/gpu_worker.py", "Worker"),
-            )
-        },
-    ),
-    "model_class_override": Recipe(
-        "none: overrides name built-in architectures, which the model kind lists",
-        ex.nothing(),
-    ),
-}
+# Every kind's recipe, from extensions/<kind>/recipe.py, in the order of vllm.yml `kinds`.
+RECIPES: dict[str, Recipe] = load_recipes()
 
 
 # -- wheels and targets ------------------------------------------------------------------------
@@ -513,7 +272,8 @@ def check_kind_yml(
     """Problems with one kind.yml's facts and api names, and how many of each were checked."""
     problems = []
     if "builtins" in spec:
-        # One place per recipe: RECIPES. catalog.jinja replaces the key with builtins.json.
+        # One place per recipe: extensions/<kind>/recipe.py. catalog.jinja replaces the key
+        # with builtins.json.
         problems.append(f"kind {kind}: kind.yml has a builtins: block; {RECIPE_HOME}")
     if not applies(spec, target):
         return problems, 0, 0

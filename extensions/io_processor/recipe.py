@@ -1,0 +1,9 @@
+"""Where the io_processor kind's built-in names live in vLLM's source: its builtins.json,
+written and checked by `python -m tools.vllm_facts extract|check|diff`."""
+
+from __future__ import annotations
+
+from tools import extractors as ex
+from tools.recipes import Recipe
+
+RECIPE = Recipe("none: vLLM publishes no vllm.io_processor_plugins entry points", ex.nothing())
