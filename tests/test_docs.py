@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from conftest import CATALOG
+from conftest import CATALOG, ROOT
 
 from tools import docs
 
@@ -39,3 +39,28 @@ def test_every_validator_macro_has_a_documented_rule() -> None:
     macros = set(re.findall(r"\{%-?\s*macro (\w+)\(", source))
     validators = {m for m in macros if not m.startswith("_")} - {"first_valid", "kind_help"}
     assert validators <= set(docs.validator_rules()), validators - set(docs.validator_rules())
+
+
+def _schema_names() -> set[str]:
+    """The file and folder names extensions/README.md's tree describes under `<kind>/`."""
+    text = (ROOT / "extensions" / "README.md").read_text()
+    tree = text.split("  <kind>/\n", 1)[1].split("```", 1)[0]
+    return {m.rstrip("/") for m in re.findall(r"^    (\S+)", tree, re.M)}
+
+
+def test_the_schema_describes_every_fragment_a_kind_folder_has() -> None:
+    # Every name in any extensions/<kind>/ folder is in the schema, and the schema names only
+    # files some kind has: CONTRIBUTING-KINDS.md and the schema stay true as the kind pages do.
+    present = {
+        p.name for kind_yml in (ROOT / "extensions").glob("*/kind.yml")
+        for p in kind_yml.parent.iterdir() if p.name != "__pycache__"
+    }  # fmt: skip
+    described = _schema_names()
+    assert present - described == set(), f"not in extensions/README.md: {present - described}"
+    assert described - present == set(), f"no kind has: {described - present}"
+
+
+def test_contributing_kinds_names_no_machine_path() -> None:
+    text = (ROOT / "docs" / "CONTRIBUTING-KINDS.md").read_text()
+    for path in ("/root", "/work", "/tmp", "~/.cache/vllm-plugin-template/dev-", "/home/"):
+        assert path not in text, path
