@@ -358,7 +358,7 @@ def where_to_edit(line: str, catalog: Path) -> str:
     """The file or folder a `check` problem line is fixed in."""
     m = re.match(r"kind (\w+): ", line)
     if m and "recipe no longer matches" in line:
-        return f"tools/vllm_facts.py (RECIPES['{m.group(1)}'])"
+        return f"{_rel(catalog / m.group(1))}/recipe.py"
     if m:
         return f"{_rel(catalog / m.group(1))}/ (kind.yml, fragments)"
     if line.startswith("vllm.yml"):
