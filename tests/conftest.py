@@ -47,19 +47,23 @@ SERVING_TARGET = max(
 
 
 # Which tiers run in which target (README, "Testing the template"): what keeps a warm `.ci/run`
-# under 30 minutes on 2 cores. Every target runs the render tier, the package of all its kinds,
-# the second-registration probe, the range example (in its releases) and the peer tier (its
-# tests that start an engine in the newest CPU build only, tests/test_peer.py); every CPU build
-# the smoke serve of all its kinds. The example suites (several, models, patches, replace) run
+# under 30 minutes on 2 cores with five targets. Every target runs the render tier, the
+# second-registration probe and the range example (in its releases); every CPU build the smoke
+# serve of all its kinds. The package of all its kinds and the peer tier (its tests that start
+# an engine in the newest CPU build only, tests/test_peer.py) run in the newest target and the
+# newest CPU build (FULL_TARGETS). The example suites (several, models, patches, replace) run
 # at loader level in the target the examples name (latest, as users copy them) and serve in
 # the newest CPU build; the samples run in the newest CPU build (where forward_cpu runs too).
 # Each kind alone (23 packages side by side) runs in the newest target; per-target facts
 # (recorded patch targets, executor roles) and the ownership proof in the newest target and
 # the newest CPU build (FULL_TARGETS). VPT_ALL_TARGETS=1 runs the example suites, the samples,
-# each kind alone, the range example's serve and the peer tier's engine tests in every target.
+# each kind alone, the package of all kinds, the range example's serve and the peer tier (its
+# engine tests included) in every target.
 ALL_TARGETS = os.environ.get("VPT_ALL_TARGETS") == "1"
 FULL_TARGETS = [t for t in reversed(VLLM["releases"]) if t in {VLLM["latest"], SERVING_TARGET}]
 EACH_KIND_TARGETS = TARGETS if ALL_TARGETS else [VLLM["latest"]]
+ALL_KINDS_TARGETS = TARGETS if ALL_TARGETS else FULL_TARGETS
+PEER_TARGETS = TARGETS if ALL_TARGETS else FULL_TARGETS
 # Where the peer tier runs vLLM's tests that start an engine (tests/test_peer.py).
 PEER_ENGINE_TARGETS = [
     t for t in TARGETS if VLLM["targets"][t]["cpu_build"] and (ALL_TARGETS or t == SERVING_TARGET)

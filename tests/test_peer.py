@@ -15,7 +15,8 @@ The baseline depends on vLLM alone, so its result is cached by its inputs (tests
 tests the data lists as costly (a real `vllm serve`). The tests that start an engine run in
 the newest CPU build (PEER_ENGINE_TARGETS); in an older one, tier 3 serves a plugin of every
 kind of that release instead (tests/test_serve.py), and `VPT_ALL_TARGETS=1` or
-`VPT_PEER_ALL=1` runs them there too.
+`VPT_PEER_ALL=1` runs them there too. The tier runs in the newest target and the newest CPU
+build (PEER_TARGETS); `VPT_ALL_TARGETS=1` runs it in every target.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PEER_ENGINE_TARGETS, SERVING_TARGET, TARGETS, VLLM
+from conftest import PEER_ENGINE_TARGETS, PEER_TARGETS, SERVING_TARGET, VLLM
 from peer import run, sources
 from realvllm import envs
 
@@ -115,7 +116,7 @@ def _record(
     return record, outcomes
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", PEER_TARGETS)
 def test_generated_packages_pass_where_vllm_dummies_pass(
     target: str, rendered, tmp_path: Path
 ) -> None:

@@ -18,13 +18,13 @@ from xml.etree import ElementTree
 
 import pytest
 from conftest import (
+    ALL_KINDS_TARGETS,
     CATALOG,
     EACH_KIND_TARGETS,
     EXAMPLE_TARGETS,
     RANGE,
     SAMPLE_TARGETS,
     SEVERAL,
-    TARGETS,
     VLLM,
     instances,
     kinds_for,
@@ -47,7 +47,7 @@ def _run(cmd: list[str], cwd: Path, extra: dict[str, str], timeout: int = 1200) 
     return out
 
 
-@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("target", ALL_KINDS_TARGETS)
 def test_all_kinds_package_passes_its_suite(target: str, rendered, tmp_path: Path) -> None:
     """A package with every kind of the target: its own suite and lint, as its author runs them,
     and vLLM's own loaders find every instance in a fresh process. In the newest target every
