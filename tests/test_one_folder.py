@@ -67,7 +67,9 @@ def test_a_new_kind_is_one_folder_and_its_id(tmp_path: Path) -> None:
         _run([sys.executable, *step], repo)
     git(repo, "add", "-A")
     changed = git(repo, "diff", "--cached", "--name-only").split()
-    generated = {"extensions/catalog.json", "docs/questions.md", "README.md"}
+    generated = {
+        "extensions/catalog.json", "extensions/questions.yml", "docs/questions.md", "README.md"
+    }  # fmt: skip
     outside = [
         p for p in changed
         if not p.startswith(tuple(by_hand)) and p not in generated
@@ -85,6 +87,7 @@ def test_a_new_kind_is_one_folder_and_its_id(tmp_path: Path) -> None:
         "test_valid_edge_answers_are_accepted",
     ]
     checks = ["tests/test_catalog.py", "tests/test_docs.py", "tests/test_validation.py"]
+    checks += ["tests/test_question_order.py"]  # the new kind's questions where it is picked
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider"]
     select = " or ".join(["not test_validation", *validation])
     out = _run([*pytest_cmd, *checks, "-k", select, "-rA"], repo, 900)
@@ -92,6 +95,9 @@ def test_a_new_kind_is_one_folder_and_its_id(tmp_path: Path) -> None:
     passed = {line.split()[1] for line in out.splitlines() if line.startswith("PASSED ")}
     assert {f"tests/test_validation.py::{t}" for t in validation} <= passed, out[-3000:]
     assert "tests/test_docs.py::test_every_kind_and_question_is_documented" in passed, passed
+    order = "tests/test_question_order.py::test_follow_up_questions_come_in_the_pickers_order"
+    assert order in passed, passed
+    assert "extensions/questions.yml" in changed  # its include, after stat_logger's
     assert len(passed) >= 15, passed
     assert NEW in yaml.safe_load((repo / "extensions" / "vllm.yml").read_text())["kinds"]
 
