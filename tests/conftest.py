@@ -17,6 +17,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,7 +55,7 @@ SERVING_TARGET = max(
 # newest CPU build (FULL_TARGETS). The example suites (several, models, patches, replace) run
 # at loader level in the target the examples name (latest, as users copy them) and serve in
 # the newest CPU build; the samples run in the newest CPU build (where forward_cpu runs too).
-# Each kind alone (23 packages side by side) runs in the newest target; per-target facts
+# Each kind alone (24 packages side by side) runs in the newest target; per-target facts
 # (recorded patch targets, executor roles) and the ownership proof in the newest target and
 # the newest CPU build (FULL_TARGETS). VPT_ALL_TARGETS=1 runs the example suites, the samples,
 # each kind alone, the package of all kinds, the range example's serve and the peer tier (its
@@ -141,14 +142,39 @@ def changed_method(old: str, new: str) -> tuple[str, str, str]:
     return next((c for c in changed if "core.sched.scheduler:" in c[0]), changed[0])
 
 
+def quick_start() -> list[str]:
+    """The commands of README.md's Quick start as printed, in order: its ```bash blocks, a
+    continued line joined, comment lines dropped (a command keeps its trailing comment)."""
+    section = (ROOT / "README.md").read_text().split("\n## Quick start", 1)[1]
+    section = section.split("\n### ", 1)[0]
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", section, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            if line.strip() and not line.lstrip().startswith("#"):
+                commands.append(" ".join(line.split()))
+    return commands
+
+
+def single_target(data: dict[str, Any]) -> dict[str, Any]:
+    """`data` with `vllm_oldest: ""` unless it names one: a render of the tests is the plugin of
+    its `vllm_target` alone, as before copier.yml's default range (a target without a CPU build
+    reaches down to one). The tests of that default give no `vllm_oldest` to copier directly."""
+    return {"vllm_oldest": "", **data}
+
+
 def render_file(dst: Path, answers: Path, **data: str) -> Path:
     """`copier copy --defaults --data-file ANSWERS --data K=V ...` of this working tree, through
-    the CLI, as the example's users run it."""
+    the CLI, as the example's users run it (with `vllm_oldest=""` unless the file or `data`
+    gives one: single_target)."""
     import shutil
     import subprocess
     import sys
 
+    import yaml
+
     exe = shutil.which("copier") or str(Path(sys.executable).with_name("copier"))
+    if "vllm_oldest" not in (yaml.safe_load(answers.read_text()) or {}):
+        data = single_target(data)
     args = [a for k, v in data.items() for a in ("--data", f"{k}={v}")]
     cmd = [exe, "copy", "--defaults", "--quiet", "--vcs-ref", "HEAD", "--data-file", str(answers)]
     proc = subprocess.run(
@@ -159,9 +185,16 @@ def render_file(dst: Path, answers: Path, **data: str) -> Path:
 
 
 def render(dst: Path, **data: Any) -> Path:
-    """`copier copy --defaults --data ...` of this working tree (uncommitted changes included)."""
+    """`copier copy --defaults --data ...` of this working tree (uncommitted changes included),
+    the target alone unless `data` gives a `vllm_oldest` (single_target)."""
     copier.run_copy(
-        str(ROOT), dst, data=data, defaults=True, unsafe=False, vcs_ref="HEAD", quiet=True
+        str(ROOT),
+        dst,
+        data=single_target(data),
+        defaults=True,
+        unsafe=False,
+        vcs_ref="HEAD",
+        quiet=True,
     )
     return dst
 

@@ -1,7 +1,7 @@
 """Tier 1: the interactive flow, through the real `copier copy` CLI in a pseudo-terminal.
 
 A plugin author answers identity, vLLM target, then kinds (arrow keys and space in the
-multiselect), then only the chosen kinds' questions. One bad answer is refused with the
+multiselect), the range, then only the chosen kinds' questions. One bad answer is refused with the
 validator's message and asked again. Keys are sent only once their prompt is on screen.
 """
 
@@ -134,13 +134,15 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     s.choose("vLLM release the plugin is written for", ["latest (today", *targets.values()],
              targets[OLDEST])  # fmt: skip
     s.child.send(ENTER)
-    # The range: empty, the target only (the default).
-    s.answer("Oldest vLLM release the plugin also supports", ENTER)
     # Kinds: general is pre-selected; move down to the tool parser and select it with space.
     titles = [f"{CATALOG[k]['title']}: " for k in kinds]
     moves = s.choose("Which vLLM extension points", titles, titles[kinds.index("tool_parser")])
     assert moves > 0
     s.child.send(" " + ENTER)
+    # The range, after the kinds: empty, the target only (the default: the target has a CPU
+    # build); its help lists the releases up to the target, here the oldest alone.
+    s.answer("Oldest vLLM release the plugin also supports", ENTER)
+    assert f"up to the target ({OLDEST})" in " ".join(s.text().split())
     # The general plugin's entry-point name: the default, the package name.
     s.answer("Name of the general plugin's entry point", ENTER)
     # Only the tool parser's question comes, its list of instances; its help draws on the

