@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -354,8 +355,14 @@ def test_instances_added_and_removed_on_update(template: Template, tmp_path: Pat
 
 # The author's own edits to the template-owned pyproject.toml: a runtime dependency, a console
 # script and a tool's table (where authors put them: the dependency list, tables at the end).
+# Releases before issue 37 rendered the list on one line; since, a hand-added dependency goes
+# below the list's "Yours" comment (apart from the lines of the `dependencies` answer).
+HAND = "    # Yours, added here by hand:\n"
 PYPROJECT_EDITS = {
     "dependencies = []": 'dependencies = ["numpy>=1.26"]',
+    f"dependencies = [\n    # The `dependencies` answer:\n{HAND}": (
+        f'dependencies = [\n    # The `dependencies` answer:\n{HAND}    "numpy>=1.26",\n'
+    ),
 }
 PYPROJECT_TAIL = """
 [project.scripts]
@@ -366,21 +373,30 @@ strict = true
 """
 
 
+# A conflict copier left inline: (the project's side, the template's side).
+CONFLICT = re.compile(
+    r"(?ms)^<<<<<<< before updating\n(.*?)^=======\n(.*?)^>>>>>>> after updating\n"
+)
+
+
 def edit_pyproject(project: Path) -> list[str]:
     path = project / "pyproject.toml"
     text = path.read_text()
-    for old, new in PYPROJECT_EDITS.items():
-        assert old in text, old
+    edits = {old: new for old, new in PYPROJECT_EDITS.items() if old in text}
+    assert len(edits) == 1, text
+    for old, new in edits.items():
         text = text.replace(old, new)
     path.write_text(text.rstrip("\n") + "\n" + PYPROJECT_TAIL)
     harness.commit_all(project, "the author's packaging")
-    return [*PYPROJECT_EDITS.values(), *filter(None, PYPROJECT_TAIL.splitlines())]
+    added = [line for new in edits.values() for line in new.splitlines() if "numpy" in line]
+    return [*added, *filter(None, PYPROJECT_TAIL.splitlines())]
 
 
 @pytest.mark.parametrize("start", [*harness.RELEASES["releases"], "HEAD"])
 def test_author_edits_to_pyproject_survive(start: str, template: Template, tmp_path: Path) -> None:
     """Every update scenario keeps the author's pyproject.toml edits, without a conflict: from
-    each release to HEAD, and at HEAD with a kind added, an instance added and the target moved."""
+    each release to HEAD, and at HEAD with a kind added, an instance added and the target moved.
+    One exception, once: a dependency added to the one-line list of a release before issue 37."""
     project = tmp_path / "plugin"
     kinds = harness.RELEASES["releases"][start]["kinds"] if start != "HEAD" else KINDS4[:3]
     target = OTHER[-1] if start == "HEAD" and OTHER else "latest"
@@ -395,14 +411,87 @@ def test_author_edits_to_pyproject_survive(start: str, template: Template, tmp_p
     else:
         out = harness.update(project, "HEAD", "--skip-answered")
 
-    assert not harness.conflict_markers(project), out
     text = (project / "pyproject.toml").read_text()
+    if start != "HEAD":
+        # The one-line list of the releases before issue 37, which the author's dependency
+        # changed, conflicts once with today's layout, and nothing else does; resolved as the
+        # author would, with their dependency below the list's "Yours" comment.
+        assert harness.conflict_markers(project) == ["pyproject.toml"], out
+        (conflict,) = CONFLICT.findall(text)
+        assert conflict[0] == 'dependencies = ["numpy>=1.26"]\n', conflict
+        text = CONFLICT.sub(lambda m: m[2].replace(HAND, f'{HAND}    "numpy>=1.26",\n'), text)
+        (project / "pyproject.toml").write_text(text)
+        lines = [line for line in lines if line != 'dependencies = ["numpy>=1.26"]']
+        lines.append('    "numpy>=1.26",')
+    else:
+        assert not harness.conflict_markers(project), out
     assert [line for line in lines if line not in text.splitlines()] == [], text
     pyproject = tomllib.loads(text)
     assert pyproject["project"]["dependencies"] == ["numpy>=1.26"]
     assert pyproject["project"]["scripts"] == {"acme-info": "acme.cli:main"}
     assert pyproject["tool"]["mypy"] == {"strict": True}
     assert pin(project) == requirement(VLLM["latest"])
+
+
+def test_hand_added_and_answered_dependencies_merge(template: Template, tmp_path: Path) -> None:
+    """Issue 37: a dependency and an extra added by hand to pyproject.toml, then others given as
+    the `dependencies` and `optional_dependencies` answers on update: all of them, no conflict;
+    the generated suite's conflict check (no vLLM needed) passes."""
+    project = tmp_path / "plugin"
+    harness.copy(template, project, "HEAD", kinds=["general"])
+    path = project / "pyproject.toml"
+    text = path.read_text()
+    assert text.count(HAND) == 1 and text.count(HAND.strip() + "\n") == 2, text
+    text = text.replace(HAND, f'{HAND}    "numpy>=1.26",\n')
+    path.write_text(
+        text.replace(
+            "\n" + HAND.strip() + "\n", '\n# Yours, added here by hand:\nfast = ["orjson>=3"]\n'
+        )
+    )
+    harness.commit_all(project, "the author's dependencies")
+
+    out = harness.update(project, "HEAD", dependencies=["requests>=2"],
+                         optional_dependencies="{speed: [uvloop>=0.19]}")  # fmt: skip
+
+    assert not harness.conflict_markers(project), out
+    pyproject = tomllib.loads(path.read_text())["project"]
+    assert pyproject["dependencies"] == ["requests>=2", "numpy>=1.26"], pyproject
+    extras = pyproject["optional-dependencies"]
+    assert extras["speed"] == ["uvloop>=0.19"] and extras["fast"] == ["orjson>=3"], extras
+    proc = generated_conflict_check(project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def generated_conflict_check(project: Path) -> subprocess.CompletedProcess[str]:
+    """The generated suite's check for conflicts an update left, in this environment (no vLLM
+    needed): the command the update's closing message gives."""
+    command = "pytest tests/conftest.py::no_update_conflicts"
+    return subprocess.run(
+        [sys.executable, "-m", *command.split(), "-p", "no:cacheprovider", "-p", "no:xdist"],
+        cwd=project, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def test_a_conflict_an_update_left_is_named(template: Template, tmp_path: Path) -> None:
+    """Issue 37: an update that leaves a conflict in a template-owned file the author edited
+    says how to find it, and the generated suite's conflict check fails naming the file and the
+    line of its first marker."""
+    project = tmp_path / "plugin"
+    harness.copy(template, project, "HEAD", kinds=["general"], project_name="Acme")
+    readme = project / "README.md"
+    assert readme.read_text().startswith("# Acme\n")
+    readme.write_text(readme.read_text().replace("# Acme\n", "# Acme, the author's title\n", 1))
+    harness.commit_all(project, "the author's title")
+
+    out = harness.update(project, "HEAD", project_name="Acme Tools")
+
+    assert harness.conflict_markers(project) == ["README.md"], out
+    assert "pytest tests/conftest.py::no_update_conflicts" in out, out
+    proc = generated_conflict_check(project)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 1, text
+    assert "README.md:1: conflicts that copier update left; resolve each, then commit" in text
 
 
 def test_patch_records_the_new_target_and_says_so(template: Template, tmp_path: Path) -> None:
