@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import copier
 import pytest
-from conftest import CATALOG, ROOT, VLLM
+from conftest import CATALOG, ROOT, VLLM, single_target
 
 from tools import docs
 
@@ -153,7 +153,7 @@ ROWS: list[Row] = [
     Row("author_email", "e" * 250 + "@example.org", "at most 254 characters", shown="e" * 32),
     # vllm_target, kinds
     Row("vllm_target", "0.1", "'0.1' is not in"),
-    Row("kinds", [], "must name at least one kind"),
+    Row("kinds", [], "is no kind"),
     Row("kinds", ["no_such_kind"], "'no_such_kind' is not in"),
     # model
     # model: names as vLLM's registry and config.json take them (underscores allowed); the
@@ -546,14 +546,16 @@ ROWS += [
 RELEASES = VLLM["releases"]
 WIDEST = {"vllm_target": RELEASES[-1], "vllm_oldest": RELEASES[0]}
 ROWS += [
-    Row("vllm_oldest", "0.1", "must be a vLLM release the template targets"),
-    Row("vllm_oldest", "9.99", "must be a vLLM release the template targets"),
-    Row("vllm_oldest", RELEASES[-1], "must not be newer than the target",
+    Row("vllm_oldest", "0.1", "is not a vLLM release of the template"),
+    Row("vllm_oldest", "9.99", "is not a vLLM release of the template"),
+    Row("vllm_oldest", RELEASES[-1], "is newer than the target",
         {"vllm_target": RELEASES[-2]}),
 ]  # fmt: skip
 for kind, entry in CATALOG.items():
     if set(RELEASES) - set(entry["targets"]):  # a kind missing in part of the widest range
-        ROWS.append(Row("kinds", [kind], "every release of the plugin's range", WIDEST, kind))
+        # The kinds come before the range: vllm_oldest refuses a range that lacks one.
+        extra = {"vllm_target": RELEASES[-1], "kinds": [kind]}
+        ROWS.append(Row("vllm_oldest", RELEASES[0], f"is older than kind {kind}", extra))
         break
 if (since := CATALOG["attention_backend"]["new_names"].get("since")) in RELEASES[1:]:
     ROWS.append(
@@ -579,7 +581,9 @@ def _param(row: Row):
 
 
 def refused(template: Path, dst: Path, data: dict[str, Any]) -> str:
-    """The one-line message run_copy refuses `data` with."""
+    """The one-line message run_copy refuses `data` with (the target alone unless `data` gives
+    a `vllm_oldest`: conftest.single_target)."""
+    data = single_target(data)
     with pytest.raises(ValueError) as info:
         copier.run_copy(str(template), dst, data=data, defaults=True, quiet=True, unsafe=False)
     return str(info.value)
@@ -705,6 +709,7 @@ def test_valid_edge_answers_are_accepted(template: Path, tmp_path: Path) -> None
         "tool_parser_names": [name],  # built in only in newer targets
         "platform_device_name": 'Dummy "Device" 1/ß',  # vLLM takes any string
     }
+    data = single_target(data)
     worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     answers = worker.answers.combined
     assert answers["distribution_name"] == "json"
@@ -725,6 +730,7 @@ def test_defaults_never_collide_with_builtins(template: Path, tmp_path: Path) ->
     """A package named like a built-in parser still gets valid parser/architecture defaults."""
     package = builtin("reasoning_parser") or "deepseek_r1"
     data = {"package_name": package, "kinds": ["model", "tool_parser", "reasoning_parser"]}
+    data = single_target(data)
     worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     answers = worker.answers.combined
     assert answers["reasoning_parser_names"] == [f"{package}_plugin"]
