@@ -88,7 +88,7 @@ def fresh(template: Template, like: Path, dst: Path) -> dict[str, bytes]:
     copier_api.run_copy(
         str(template.path),
         dst,
-        data=harness.answers(like),
+        data={"vllm_oldest": "", **harness.answers(like)},  # `like`'s range: none unless recorded
         defaults=True,
         vcs_ref=template.head,
         quiet=True,
@@ -270,6 +270,8 @@ def test_no_op_update_with_data_file_and_skip_answered(template: Template, tmp_p
         str(ROOT / "examples" / "answers.yml"),
         "--data",
         f"vllm_target={pinned}",
+        "--data",
+        "vllm_oldest=",  # the target alone (conftest.single_target)
         str(template.path),
         str(project),
     )

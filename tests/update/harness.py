@@ -181,7 +181,9 @@ def copy(
     template: Template, dst: Path, ref: str, version: str | None = None, **data: object
 ) -> str:
     """`copier copy --defaults` at `ref`, committed as the author's first commit; returns the
-    CLI output."""
+    CLI output. The target alone unless `data` gives a `vllm_oldest` (a release without the
+    question takes the answer as data it does not read)."""
+    data = {"vllm_oldest": "", **data}
     proc = copier(
         "copy",
         "--defaults",
