@@ -119,8 +119,8 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     s.answer("Distribution name", CLEAR + "Acme_Parser" + ENTER)
     s.expect(
         re.escape(
-            "Validation error for question 'distribution_name': must be a normalized PEP 503"
-            " distribution name (lower-case letters, digits, single hyphens), got 'Acme_Parser'"
+            "Validation error for question 'distribution_name': 'Acme_Parser' is not a normalized"
+            " PEP 503 name; use lower-case letters, digits, single hyphens"
         )
     )
     s.child.send(CLEAR + "acme-parser" + ENTER)
@@ -150,7 +150,9 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     s.answer(
         "[Tool-call parser] Tool parsers, a YAML list", CLEAR + "[acme_parser, hermes]" + ENTER
     )
-    s.expect(re.escape("Validation error for question 'tool_parser_names': element 'hermes'"))
+    s.expect(
+        re.escape("Validation error for question 'tool_parser_names': 'hermes' is taken by vLLM")
+    )
     s.child.send(CLEAR + "[acme_parser, {name: acme_xml, start_tag: <call>, end_tag: </call>}]")
     s.child.send(ENTER)
     # The plugin's own environment, settings and packaging: the defaults.

