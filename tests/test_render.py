@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for, render, single_target, solo
+from realvllm import envs
 
 UNRENDERED = re.compile(
     r"\{[{%]-? *(package_name|distribution_name|project_name|kind\b|catalog|"
@@ -185,12 +186,14 @@ def test_how_to_get_a_vllm(target: str, copie) -> None:
 
     workflow = yaml.safe_load((project / ".github" / "workflows" / "tests.yml").read_text())
     job = workflow["jobs"]["test"]
+    # The README's CPU command for the release, the one tests/realvllm/envs.py runs.
+    install = " ".join(envs.ENVS[target].install_args)
     assert job["strategy"]["matrix"]["include"] == [
-        {"vllm": spec["version"], "wheel": spec["wheel"]}
+        {"vllm": spec["version"], "install": install}
     ], job["strategy"]
     steps = {step.get("name"): step for step in job["steps"]}
     install = steps["Install vLLM ${{ matrix.vllm }} for CPU"]["run"]
-    expected = 'python scripts/install_vllm_cpu.py "${{ matrix.wheel }}" --torch-index'
+    expected = "python scripts/install_vllm_cpu.py ${{ matrix.install }} --torch-index"
     assert " ".join(install.split()) == f"{expected} https://download.pytorch.org/whl/cpu", install
     script = (project / "scripts" / "install_vllm_cpu.py").read_bytes()
     assert script == (ROOT / "template" / "scripts" / "install_vllm_cpu.py").read_bytes()
