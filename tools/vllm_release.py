@@ -157,12 +157,14 @@ def _value(name: str, release: Release) -> str:
     return '"' + str(getattr(release, name)) + '"'
 
 
-def _block(release: Release) -> list[str]:
+def _block(release: Release, cpu_torch: str | None) -> list[str]:
+    torch = [f'    cpu_torch: "{cpu_torch}"'] if cpu_torch and not release.cpu_build else []
     return [
         f'  "{release.series}":',
         f"    version: {_value('version', release)}",
         f"    {wheel_comment(release)}",
         f"    wheel: {_value('wheel', release)}",
+        *torch,
         f"    requirement: {_value('requirement', release)}",
         f"    python: {_value('python', release)}",
     ]
@@ -199,6 +201,11 @@ def edit_vllm_yml(text: str, release: Release) -> str:
                 while k - 1 > i and lines[k - 1].strip().startswith("#"):
                     k -= 1
                 lines[k:j] = [f"    {wheel_comment(release)}"]
+                if release.cpu_build:  # a CPU build brings its own torch: no `cpu_torch`
+                    lines = [
+                        line for n, line in enumerate(lines)
+                        if not (i < n < stop and line.startswith("    cpu_torch:"))
+                    ]  # fmt: skip
                 entries = _entries(lines)
         _, i, stop = entries[release.series]
         seen = set()
@@ -216,7 +223,14 @@ def edit_vllm_yml(text: str, release: Release) -> str:
     else:
         older = [s for s in entries if version_key(s) < version_key(release.series)]
         at = entries[max(older, key=version_key)][0] if older else _targets_span(lines)[1]
-        lines[at:at] = _block(release)
+        # A CUDA wheel is installed beside the CPU torch the newest CUDA-wheel target names
+        # (`cpu_torch`: the one the template's tests run); review it when the wheel's torch moves.
+        torch = next(
+            (str(targets[s]["cpu_torch"]) for s in sorted(targets, key=version_key, reverse=True)
+             if targets[s].get("cpu_torch")),
+            None,
+        )  # fmt: skip
+        lines[at:at] = _block(release, torch)
     every = [*targets, release.series]
     if max(every, key=version_key) == release.series:
         _set_latest(lines, release.series)
