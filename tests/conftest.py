@@ -49,17 +49,17 @@ SERVING_TARGET = max(
 
 # Which tiers run in which target (README, "Testing the template"): what keeps a warm `.ci/run`
 # under 30 minutes on 2 cores with five targets. Every target runs the render tier, the
-# second-registration probe and the range example (in its releases); every CPU build the smoke
-# serve of all its kinds. The package of all its kinds and the peer tier (its tests that start
-# an engine in the newest CPU build only, tests/test_peer.py) run in the newest target and the
-# newest CPU build (FULL_TARGETS). The example suites (several, models, patches, replace) run
-# at loader level in the target the examples name (latest, as users copy them) and serve in
-# the newest CPU build; the samples run in the newest CPU build (where forward_cpu runs too).
-# Each kind alone (24 packages side by side) runs in the newest target; per-target facts
-# (recorded patch targets, executor roles) and the ownership proof in the newest target and
-# the newest CPU build (FULL_TARGETS). VPT_ALL_TARGETS=1 runs the example suites, the samples,
-# each kind alone, the package of all kinds, the range example's serve and the peer tier (its
-# engine tests included) in every target.
+# second-registration probe and the range example (in its releases). The package of all its kinds
+# and the peer tier (its tests that start an engine in the newest CPU build only,
+# tests/test_peer.py) run in the newest target and the newest CPU build (FULL_TARGETS). The example
+# suites (several, models, patches, replace) run at loader level in the target the examples name
+# (latest, as users copy them) and serve in the newest CPU build; the samples run in the newest CPU
+# build (where forward_cpu runs too). Each kind alone (24 packages side by side) and the ownership
+# proof run in the newest target; per-target facts (recorded patch targets, executor roles) in the
+# newest target and the newest CPU build (FULL_TARGETS); the serve of every kind in the newest and
+# the oldest CPU build. VPT_ALL_TARGETS=1 runs the example suites, the samples, each kind alone, the
+# package of all kinds, the ownership proof, the range example's serve, the serve of every kind and
+# the peer tier (its engine tests included) in every target.
 ALL_TARGETS = os.environ.get("VPT_ALL_TARGETS") == "1"
 FULL_TARGETS = [t for t in reversed(VLLM["releases"]) if t in {VLLM["latest"], SERVING_TARGET}]
 EACH_KIND_TARGETS = TARGETS if ALL_TARGETS else [VLLM["latest"]]
@@ -72,6 +72,13 @@ PEER_ENGINE_TARGETS = [
 scheduling.ENGINE_ONLY_FOR["test_peer.py"] = set(PEER_ENGINE_TARGETS)
 EXAMPLE_TARGETS = TARGETS if ALL_TARGETS else [VLLM["latest"]]
 SAMPLE_TARGETS = TARGETS if ALL_TARGETS else [SERVING_TARGET]
+# The ownership proof (tests/test_ownership.py): the newest target.
+OWNERSHIP_TARGETS = TARGETS if ALL_TARGETS else [VLLM["latest"]]
+# The serve of every kind in a CPU build older than SERVING_TARGET (tests/test_serve.py): the
+# oldest CPU build; the releases between it and SERVING_TARGET run the range example there.
+OLDER_CPU_TARGETS = [
+    t for t in VLLM["releases"] if VLLM["targets"][t]["cpu_build"] and t != SERVING_TARGET
+][: None if ALL_TARGETS else 1]
 
 
 def kinds_for(target: str) -> list[str]:

@@ -22,7 +22,7 @@ from string import Template
 from xml.etree import ElementTree
 
 import pytest
-from conftest import CATALOG, FULL_TARGETS, instances, kinds_for
+from conftest import CATALOG, OWNERSHIP_TARGETS, instances, kinds_for
 from ownership.replacements import HEADER, MODULES, SERVE_PLAN, TEST
 from realvllm import envs
 from update import harness
@@ -137,7 +137,7 @@ def _junit(report: Path) -> dict[str, str]:
     return outcomes
 
 
-@pytest.mark.parametrize("target", FULL_TARGETS)
+@pytest.mark.parametrize("target", OWNERSHIP_TARGETS)
 def test_replaced_examples_keep_template_tests_green_through_update(
     target: str, template: harness.Template, tmp_path: Path
 ) -> None:

@@ -38,6 +38,7 @@ from conftest import (
     CATALOG,
     FAMILIES,
     NEW_MODEL_TYPE,
+    OLDER_CPU_TARGETS,
     PATCHES,
     RANGE,
     SERVING_TARGET,
@@ -286,7 +287,6 @@ def test_generated_smoke_test_of_a_plugin_with_every_kind(
 # Every other target with a CPU build serves too (issue 16): a plugin of every kind of that
 # release, and the range example in each CPU release of its range, through their own smoke
 # tests (the tier-3 checks above run in TARGET, the newest CPU build, only).
-OLDER_CPU_TARGETS = [t for t, s in VLLM["targets"].items() if s["cpu_build"] and t != TARGET]
 
 
 def _every_served_instance_checked(project: Path, out: str) -> tuple[set[str], set[str]]:
