@@ -65,3 +65,20 @@ def test_contributing_kinds_names_no_machine_path() -> None:
     text = (ROOT / "docs" / "CONTRIBUTING-KINDS.md").read_text()
     for path in ("/root", "/work", "/tmp", "~/.cache/vllm-plugin-template/dev-", "/home/"):
         assert path not in text, path
+
+
+def test_every_validated_question_documents_its_own_rule() -> None:
+    """docs/questions.md shows each validator's rule, a macro imported under another name
+    (`import env_prefix as rule`) included: a validated question never reads "none", and one
+    whose validator calls a rule macro shows that macro's rule, not only the shared checks."""
+    vllm, catalog = docs.load_catalog()
+    rules = docs.validator_rules()
+    shared = {"given"}  # the check every shared question runs first
+    for key, kind, spec in docs.load_questions(catalog, list(catalog)):
+        if not spec.get("validator"):
+            continue
+        lines = docs.validation_text(spec, rules, kind)
+        assert lines != ["none"], key
+        called = set(re.findall(r"\b(\w+)\(", spec["validator"])) - shared
+        if called & set(rules) or re.search(r"\bas \w+\b", spec["validator"]):
+            assert any(not line.startswith("`given`") for line in lines), (key, lines)

@@ -196,7 +196,10 @@ def _messages(validator: str) -> list[str]:
 def validation_text(spec: dict[str, Any], rules: dict[str, str], kind: str = "") -> list[str]:
     lines = []
     validator = spec.get("validator") or ""
+    # `{% from "..." import env_prefix as rule %}{{ rule(...) }}`: the macro's own name.
+    aliases = dict((alias, name) for name, alias in re.findall(r"\b(\w+) as (\w+)\b", validator))
     for name in dict.fromkeys(re.findall(r"\b(\w+)\(", validator)):
+        name = aliases.get(name, name)
         if name in rules:
             where = f" (listed in [{kind}](kinds/{kind}.md#built-in-names-per-target))"
             lines.append(f"`{name}`: {rules[name]}" + (where if name == "builtin_one" else ""))
