@@ -222,6 +222,14 @@ ROWS: list[Row] = [
         shown="'B'",
     ),
     Row("model_architectures", [{"name": "A", "aliases": ["B"]}, "B"], "twice", MODEL, shown="'B'"),
+    # The alias that clashes is named, not the element's first one (issue 36's defect).
+    Row(
+        "model_architectures",
+        [{"name": "EagleQ1MTP", "aliases": ["Q1MtpRecursive", "Q1MTPRecursive"]}],
+        "is named twice",
+        MODEL,
+        shown="'Q1MTPRecursive'",
+    ),
     Row(
         "model_architectures",
         [{"name": "A", "aliases": ["a.b"]}],
