@@ -33,6 +33,8 @@ from tools.catalog import build
 from tools.wheelsrc import cache_root
 
 ROOT = Path(__file__).resolve().parents[2]
+# The test kit, pytest-vllm-plugin, as this working tree has it.
+KIT = ROOT / "kit"
 # The same script every generated plugin's CI uses: one install recipe.
 INSTALL_SCRIPT = ROOT / "template" / "scripts" / "install_vllm_cpu.py"
 
@@ -265,13 +267,19 @@ def ensure(target: str) -> VllmEnv:
     return env
 
 
-def install_overlay(env: VllmEnv, project: Path | list[Path], dest: Path) -> dict[str, str]:
+def install_overlay(
+    env: VllmEnv, project: Path | list[Path], dest: Path, kit: bool = True
+) -> dict[str, str]:
     """Install ``project`` (or several, in one pip call) into ``dest`` (not into the cached
-    env) and return the environment variables that make ``env``'s Python see it, entry points
-    included (importlib.metadata scans every sys.path entry for dist-info). Installing the same
+    env), with the test kit of this working tree (``kit/``, pytest-vllm-plugin, which a
+    generated plugin's `test` extra asks for; ``kit=False`` leaves it out), and return the
+    environment variables that make ``env``'s Python see it, entry points included
+    (importlib.metadata scans every sys.path entry for dist-info). Installing the same
     projects into the same folder again does nothing (a project changed since needs another
     folder)."""
     projects = project if isinstance(project, list) else [project]
+    if kit:
+        projects = [*projects, KIT]
     key = (str(env.python), str(dest), *map(str, projects))
     if key in _INSTALLED:  # the same projects into the same folder again: nothing to do
         return {"PYTHONPATH": str(dest)}
