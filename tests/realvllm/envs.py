@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import http.server
 import os
 import shutil
@@ -279,7 +280,7 @@ def install_overlay(
     folder)."""
     projects = project if isinstance(project, list) else [project]
     if kit:
-        projects = [*projects, KIT]
+        projects = [*projects, kit_wheel()]
     key = (str(env.python), str(dest), *map(str, projects))
     if key in _INSTALLED:  # the same projects into the same folder again: nothing to do
         return {"PYTHONPATH": str(dest)}
@@ -298,6 +299,27 @@ def install_overlay(
     )
     _INSTALLED.add(key)
     return {"PYTHONPATH": str(dest)}
+
+
+def kit_wheel() -> Path:
+    """The kit's wheel, built once from this working tree's kit/ (cached under CACHE by the
+    hash of its files, so an edit to the kit builds a new one): installing a wheel costs a
+    fraction of building the project again for every overlay."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in KIT.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+        digest.update(str(path.relative_to(KIT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    folder = CACHE / f"kit-{digest.hexdigest()[:12]}"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock-kit", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        wheels = sorted(folder.glob("*.whl"))
+        if not wheels:
+            _run(
+                sys.executable, "-m", "pip", "wheel", "-q", "--disable-pip-version-check",
+                "--no-deps", "--no-build-isolation", "-w", folder, KIT,
+            )  # fmt: skip
+            wheels = sorted(folder.glob("*.whl"))
+    return wheels[-1]
 
 
 # (python, folder, projects) installed by install_overlay in this test process.
