@@ -224,7 +224,7 @@ def _replacing(entry: dict[str, Any]) -> list[str]:
             f"`replace: true` on an element allows one of vLLM's own {replace['what']} names, on"
             f" purpose (and only such a name): {' '.join(replace['how'].split())}. In each process"
             " the step logs one WARNING, `<package> replaces vLLM's"
-            f" {replace['what']} NAME with <module>:<Class>`, and the README says so."
+            f" {replace['what']} NAME with <module>:<Class>`, and DEVELOPING.md says so."
         )
     elif replace.get("cannot"):
         text = f"Refused (`replace` on an element): {' '.join(replace['cannot'].split())}."
