@@ -248,8 +248,8 @@ def _first_error(results: dict[str, run.SideResult], test: str) -> str:
 
 
 def _tiny_source(target: str) -> dict[str, Any]:
-    """A one-kind render the session shares with tiers 1-2: its tests/tiny_model.py builds
-    the stand-in checkpoints."""
+    """A one-kind render the session shares with tiers 1-2 (the test kit's tiny module builds
+    the stand-in checkpoints)."""
     from conftest import solo
 
     return solo("general", target)

@@ -18,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -290,12 +291,30 @@ def test_entry_point_names_are_answers(copie) -> None:
     assert "VLLM_PLUGINS=acme.general,acme_device,acme-logger,acme_routes,acme.io" in readme, readme
 
 
+_KIT_SITE: list[str] = []
+
+
+def _kit_site() -> str:
+    """A folder with this working tree's test kit (pytest-vllm-plugin) installed, once per test
+    process: the generated smoke test imports its harness, and this Python does not have it."""
+    if not _KIT_SITE:
+        site = Path(tempfile.mkdtemp(prefix="kit-site-"))
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+             "--no-deps", "--target", str(site), str(envs.kit_wheel())],
+            check=True, capture_output=True, timeout=300,
+        )  # fmt: skip
+        _KIT_SITE.append(str(site))
+    return _KIT_SITE[0]
+
+
 def _serve_ids(project: Path) -> set[str]:
     """The tests the project's smoke serve would run (collected, not run: no vLLM needed)."""
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m",
          "serve", "tests/test_smoke_serve.py"],
         cwd=project, capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=_kit_site()),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     return set(re.findall(r"::(test_\w+\[.*\])$", proc.stdout, re.M))
@@ -373,7 +392,7 @@ def test_without_vllm_the_suite_says_so_in_one_line_and_still_finds_conflicts(co
     # Conflicts in two template-owned files, as copier leaves them inline.
     subprocess.run(["git", "init", "-q"], cwd=project, check=True)
     subprocess.run(["git", "add", "-A"], cwd=project, check=True)
-    readme, tiny = project / "README.md", project / "tests" / "tiny_model.py"
+    readme, tiny = project / "README.md", project / "tests" / "test_smoke_serve.py"
     lines = readme.read_text().splitlines(keepends=True)
     conflict = ["<<<<<<< before updating\n", "mine\n", "=======\n", "theirs\n",
                 ">>>>>>> after updating\n"]  # fmt: skip
@@ -383,7 +402,7 @@ def test_without_vllm_the_suite_says_so_in_one_line_and_still_finds_conflicts(co
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert (
-        "README.md:4, tests/tiny_model.py:" in out
+        "README.md:4, tests/test_smoke_serve.py:" in out
         and ": conflicts that copier update left; resolve each, then commit" in out
     ), out
 

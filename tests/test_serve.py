@@ -125,8 +125,8 @@ def every_kind(rendered) -> Path:
 
 @pytest.fixture(scope="module")
 def model(env: envs.VllmEnv, every_kind: Path, tmp_path_factory) -> Path:
-    """The tiny checkpoint the every-kind plugin's smoke test serves (its tiny_model.py is
-    deterministic), so that greedy tokens compare across serves."""
+    """The tiny checkpoint the every-kind plugin's smoke test serves (the kit's
+    pytest_vllm_plugin.tiny is deterministic), so that greedy tokens compare across serves."""
     return tiny.build(env, every_kind, tmp_path_factory.mktemp("tiny") / "model")
 
 

@@ -177,8 +177,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def build_tiny(dest: Path, tiny_model_script: Path) -> None:
-    """dest/llama: the template's tiny offline checkpoint (tests/tiny_model.py of a generated
-    project); dest/opt: its tokenizer with a tiny OPT config naming MyOPTForCausalLM (vLLM's
+    """dest/llama: the template's tiny offline checkpoint (the test kit's pytest_vllm_plugin.tiny,
+    by path); dest/opt: its tokenizer with a tiny OPT config naming MyOPTForCausalLM (vLLM's
     dummy model, and the generated package standing in for it), no weights."""
     import importlib.util
     import shutil

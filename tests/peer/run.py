@@ -337,9 +337,10 @@ def group_env(adapt: dict[str, Any], group: str, serves: bool) -> dict[str, str]
 
 
 def tiny_checkpoints(venv: Any, project: Path) -> dict[str, str]:
-    """The stand-in checkpoints (peer_inner.tiny), built once per version of the template's
-    tests/tiny_model.py (and TINY_RECIPE), cached; returns their environment variables."""
-    script = project / "tests" / "tiny_model.py"
+    """The stand-in checkpoints (peer_inner.tiny), built once per version of the test kit's
+    pytest_vllm_plugin.tiny (and TINY_RECIPE), cached; returns their environment variables.
+    `project`: the render whose tests use them (the kit's module builds them, by path)."""
+    script = ROOT / "kit" / "src" / "pytest_vllm_plugin" / "tiny.py"
     tag = hashlib.sha256(script.read_bytes() + TINY_RECIPE.encode()).hexdigest()
     dest = sources.CACHE / "peer" / f"tiny-{tag[:12]}"
     cmd = [venv.python, PEER / "inner.py", "tiny", dest, script]
@@ -566,7 +567,7 @@ def _adaptations(adapt: dict[str, Any]) -> list[str]:
         "## Adaptations",
         "",
         "Both sides: `facebook/opt-125m` is the template's tiny offline checkpoint (the",
-        "`tests/tiny_model.py` every generated package has); fixtures of vLLM's conftest",
+        "test kit's `pytest_vllm_plugin.tiny`); fixtures of vLLM's conftest",
         "stand in as follows (`tests/plugins_tests/conftest.py` of each run):",
         "",
     ]

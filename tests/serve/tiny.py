@@ -1,28 +1,48 @@
-"""Tiny checkpoints for tier 3, built offline by a generated project's own tests/tiny_model.py.
+"""Tiny checkpoints for tier 3, built offline by the test kit's CLI (python -m
+pytest_vllm_plugin.tiny), which a generated plugin's smoke serve builds its checkpoints with.
 
-The generated helper (template/tests/tiny_model.py.jinja) is the one recipe: a 130k-parameter
+The kit's module (kit/src/pytest_vllm_plugin/tiny.py) is the one recipe: a 130k-parameter
 Llama with a byte-level BPE tokenizer, scripted after its chat template's generation prompt so
 that parsers see a known text. Tier 3 runs it in the vLLM environment (it needs torch and
-transformers), so the helper every generated plugin ships is exercised here too.
+transformers), with the kit of this working tree installed beside it.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
-from realvllm.envs import VllmEnv
+from realvllm import envs
 
 
-def build(env: VllmEnv, project: Path, dest: Path, architecture: str | None = None) -> Path:
-    """Build the tiny checkpoint of `project`'s tests/tiny_model.py into `dest`."""
-    cmd = [str(env.python), str(project / "tests" / "tiny_model.py"), str(dest)]
+def smoke_script(project: Path) -> dict[str, Any]:
+    """What `project`'s smoke serve has its tiny model say by default: the SCRIPT constant of
+    its tests/test_smoke_serve.py (its first parsers' tags)."""
+    tree = ast.parse((project / "tests" / "test_smoke_serve.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "SCRIPT":
+            assert node.value is not None
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"no SCRIPT in {project}/tests/test_smoke_serve.py")
+
+
+def build(env: envs.VllmEnv, project: Path, dest: Path, architecture: str | None = None) -> Path:
+    """Build into `dest` the tiny checkpoint `project`'s smoke serve builds by default."""
+    site = envs.install_overlay(env, [], dest.parent / "kit-site")  # the kit alone
+    cmd = [str(env.python), "-m", "pytest_vllm_plugin.tiny", str(dest)]
+    cmd += ["--script", json.dumps(smoke_script(project))]
     if architecture:
         cmd += ["--architecture", architecture]
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, timeout=600, env=dict(os.environ, HF_HUB_OFFLINE="1")
+        cmd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ, HF_HUB_OFFLINE="1", **site),
     )
     assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr[-4000:]}"
     config = json.loads((dest / "config.json").read_text())
