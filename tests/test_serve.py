@@ -81,9 +81,13 @@ def env() -> envs.VllmEnv:
 
 def _trace_env(project: Path) -> str:
     answers = (project / ".copier-answers.yml").read_text()
+    # Recorded where the plugin has a general plugin (copier.yml trace_env), else the default.
+    trace = re.search(r"^trace_env: (\S+)$", answers, re.M)
     package = re.search(r"^package_name: (\S+)$", answers, re.M)
+    if trace:
+        return trace.group(1)
     assert package, answers
-    return f"{package.group(1).upper()}_PLUGIN_TRACE"
+    return f"{package.group(1).upper()}_TRACE"
 
 
 def _roles(records: list[dict[str, Any]]) -> list[str]:

@@ -19,6 +19,7 @@ import argparse
 import json
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -335,7 +336,45 @@ def _when(spec: dict[str, Any], kind: str) -> str:
         return "never asked: computed at every render"
     if kind:
         return f"when `{kind}` is among the chosen kinds"
+    if "general_plugin_kinds" in str(when):
+        return "when a chosen kind registers through the general plugin"
     return "always"
+
+
+def names_section(catalog: dict) -> list[str]:
+    """The one statement of how the answers make the names of a plugin's files and the names its
+    users type (extensions/instances.jinja applies it; kind.yml `entry_point.named` per kind)."""
+    eps = {k: e for k, e in catalog.items() if e.get("mechanism") == "entry_point"}
+    by_name = [f"`{k}`" for k, e in eps.items() if e["entry_point"].get("named") == "name"]
+    prefixed = [f"`{k}`" for k, e in eps.items() if e["entry_point"].get("named") != "name"]
+    paragraphs = [
+        "**Module files.** An instance of kind KIND named NAME lives in `src/<package>/MODULE.py`,"
+        " its tests in `tests/test_MODULE.py`: MODULE is `KIND_STEM`, where STEM is NAME in snake"
+        " case less what it repeats of the package and the kind (package `acme`:"
+        " `AcmeKVConnector` -> `kv_connector`, `AcmeFastKVConnector` -> `kv_connector_fast`, tool"
+        " parser `acme` -> `tool_parser`). An element's `module:` gives another. A kind with one"
+        " instance per plugin has the module `KIND`, and a plugin updated from v0.1.0 or v0.2.0"
+        " keeps that module for its first instance.",
+        "**Entry points.** The general plugin's is the `general_entry_point` answer (default: the"
+        f" package name). An instance of {', '.join(by_name)} is selected by its entry-point name,"
+        " which is the instance's name as answered. Every other entry-point kind"
+        f" ({', '.join(prefixed)}) is named `<package>_MODULE` by default: vLLM loads every entry"
+        " point of its group, users select none by name (they type it only in a `VLLM_PLUGINS`"
+        " allow-list), and the package prefix keeps it unique among installed distributions"
+        " (each kind.yml's `entry_point.named` says why); the platform's is the"
+        " `platform_entry_point` answer. An element's `entry_point:` gives any of them another"
+        " name. A plugin updated from v0.1.0 or v0.2.0 keeps the names it published"
+        " (`<package>_KIND`): the update records them in its answers.",
+        "**Variables.** The plugin's own variables start with `env_prefix` (`<PACKAGE>_`):"
+        " `<prefix>DISABLE` switches its registrations off, and `trace_env` (default"
+        " `<prefix>TRACE`) traces them. A plugin generated before `trace_env` was asked keeps"
+        " `<prefix>PLUGIN_TRACE`, recorded on update; `copier update --defaults --data"
+        " trace_env=<PREFIX>TRACE` adopts the new name.",
+    ]
+    out = ["## Names\n"]
+    for text in paragraphs:
+        out += [*textwrap.wrap(text, 92, break_on_hyphens=False, break_long_words=False), ""]
+    return out
 
 
 def questions_page(vllm: dict, catalog: dict, items: list[dict], rules: dict) -> str:
@@ -374,6 +413,7 @@ def questions_page(vllm: dict, catalog: dict, items: list[dict], rules: dict) ->
         "`copier copy ... 2>&1 | tail -n 1` shows just that line. An unknown choice (a kind or "
         "target",
         "that does not exist) ends the same way, with `Invalid choice for 'kinds': ...`.\n",
+        *names_section(catalog),
         "## Contents\n",
     ]
     for item in items:
@@ -438,7 +478,12 @@ def _how(entry: dict[str, Any]) -> list[str]:
             value = (
                 ep["value"].replace("{module}", "<package>." + entry["id"]).replace("{attr}", attr)
             )
-            lines.append(f'- Entry point: `<package>_{entry["id"]} = "{value}"`')
+            # The default name (kind.yml `entry_point.named`): the instance's name where users
+            # select the instance by it, else <package>_<module>; an answer may give another.
+            name = "<name>" if ep.get("named") == "name" else f"<package>_{entry['id']}"
+            if entry["id"] == "general":  # one per plugin: the general_entry_point answer
+                name, value = "<package>", "<package>._plugin:register"
+            lines.append(f'- Entry point: `{name} = "{value}"` (the name by default)')
         if ep.get("resolves_to"):
             lines.append(f"- Resolves to: {ep['resolves_to']}")
     if hook := entry.get("config_hook"):
