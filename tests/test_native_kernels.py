@@ -147,7 +147,7 @@ def test_native_ci_installs_without_isolation_and_releases_the_sdist(project: Pa
         [*actionlint(), *map(str, sorted(workflows.glob("*.yml")))], capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    readme = (project / "README.md").read_text()
+    readme = (project / "DEVELOPING.md").read_text()
     assert "\n## Compiled kernels\n" in readme
     assert 'pip install --no-build-isolation -e ".[test]"' in readme
 

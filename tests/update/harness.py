@@ -264,15 +264,17 @@ def author_owned(project: Path) -> dict[str, bytes]:
 
 
 def edit_author_files(project: Path) -> dict[str, list[str]]:
-    """The author's work: a helper in each kind module, a test in each kind test, and a line at
-    the top of each; all lint-clean so the generated suite still passes. Returns the lines
-    added, per file."""
+    """The author's work: a helper in each kind module (and in the package's __init__.py), a
+    test in each kind test, a section in README.md, and a line at the top of each; all
+    lint-clean so the generated suite still passes. Returns the lines added, per file."""
     added: dict[str, list[str]] = {}
     for rel in author_owned(project):
         path = project / rel
         stem = re.sub(r"\W", "_", path.stem)
         top = f"# Author's note on {rel}: keep this line across updates."
-        if rel.startswith("tests/"):
+        if rel.endswith(".md"):  # README.md: the author's own section
+            top, tail = f"<!-- {top[2:]} -->", ["## The author's section", "", "Kept."]
+        elif rel.startswith("tests/"):
             tail = [f"def test_author_{stem}() -> None:", f'    assert "{stem}"']
         else:
             tail = [f"def author_{stem}() -> str:", f'    return "author code in {rel}"']
