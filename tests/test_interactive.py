@@ -129,9 +129,10 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     s.answer("Author or maintainer name", CLEAR + "Ada Lovelace" + ENTER)
     s.answer("Author email", "ada@acme.example" + ENTER)
     s.answer("License of the generated package", DOWN + ENTER)  # MIT
-    # Targets: "latest" (the default, under the cursor), then each target; pick the oldest.
+    # Targets: each one, the newest first (the default, under the cursor), then "latest" (follow
+    # the template); pick the oldest.
     targets = {t: f"vLLM {VLLM['targets'][t]['version']} (" for t in VLLM["targets"]}
-    s.choose("vLLM release the plugin is written for", ["latest (today", *targets.values()],
+    s.choose("vLLM release the plugin is written for", [*targets.values(), "latest: follow"],
              targets[OLDEST])  # fmt: skip
     s.child.send(ENTER)
     # Kinds: general is pre-selected; move down to the tool parser and select it with space.
@@ -158,6 +159,7 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     # The plugin's own environment, settings and packaging: the defaults.
     for prompt in (
         "Prefix of the plugin's own",
+        "Variable that makes the general plugin log",
         "The plugin's own settings",
         "Runtime depend",
         "Optional extras",
@@ -190,6 +192,7 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
         {"name": "acme_xml", "start_tag": "<call>", "end_tag": "</call>"},
     ]
     assert answers["env_prefix"] == "ACME_PARSER_" and answers["settings"] == []
+    assert answers["trace_env"] == "ACME_PARSER_TRACE"
     pyproject = tomllib.loads((dst / "pyproject.toml").read_text())
     assert pyproject["project"]["name"] == "acme-parser"
     assert pyproject["project"]["authors"] == [

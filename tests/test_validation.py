@@ -893,8 +893,13 @@ ROWS += [
         "'model_acme_config'"),
     # a setting that reads a variable the plugin reads itself
     Row("settings", ["platform"], "names a variable the plugin reads itself", {}, "'platform'"),
-    Row("settings", ["plugin_trace"], "names a variable the plugin reads itself", {},
-        "'plugin_trace'"),
+    Row("settings", ["trace"], "names a variable the plugin reads itself", {}, "'trace'"),
+    Row("settings", ["acme_trace"], "names a variable the plugin reads itself",
+        {"trace_env": "MY_VLLM_PLUGIN_ACME_TRACE"}, "'acme_trace'"),
+    # the trace variable: a plain upper-case name of its own, never VLLM_*
+    Row("trace_env", "acme_trace", "is not an upper-case variable name"),
+    Row("trace_env", "VLLM_ACME_TRACE", "must not start with VLLM_"),
+    Row("trace_env", "MY_VLLM_PLUGIN_DISABLE", "is the plugin's switch"),
     # requirements PEP 508/440 and the build backend refuse
     Row("dependencies", ["numpy~=2"], "is not a PEP 508 requirement", shown="'numpy~=2'"),
     Row("dependencies", ["numpy~=2"], "~= needs two", detail=True, shown="'numpy~=2'"),
