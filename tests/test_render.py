@@ -468,3 +468,19 @@ def test_report_header_says_when_the_installed_vllm_is_outside_the_pin(
     )
     assert installed({"vllm": f"{newest}.2.dev3+g1234"}).startswith(f"vLLM {newest}.2.dev3")
     assert installed({}) is None
+
+
+def test_the_package_init_is_the_authors_and_may_be_empty(copie) -> None:
+    """Issue 34: src/<pkg>/__init__.py is the author's (their public API), and may be emptied:
+    it is a docstring alone, and no generated file (every kind of the newest target) imports a
+    name from the package itself, only its modules."""
+    project = copy(copie, kinds=kinds_for(VLLM["latest"]), vllm_target=VLLM["latest"])
+    src = next((project / "src").iterdir())
+    init = ast.parse((src / "__init__.py").read_text())
+    assert [type(node) for node in init.body] == [ast.Expr], ast.dump(init)
+    modules = {path.stem for path in src.glob("*.py")} - {"__init__"} | {"_C"}
+    for path in project.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == src.name:
+                names = {alias.name for alias in node.names}
+                assert names <= modules, f"{path.relative_to(project)} imports {names - modules}"
