@@ -168,6 +168,43 @@ def test_update_workflow_moves_a_pinned_plugin_to_the_newest_target(
     assert names[-1] == "Fail when the tests failed"
 
 
+@pytest.mark.parametrize("pinned", ["latest", RELEASES[-1], RELEASES[0]])
+def test_update_workflow_check_notes_a_newer_target(pinned: str, rendered, tmp_path: Path) -> None:
+    """The push/pull-request check of the template-update workflow, run with bash against this
+    repository as the template: a plugin on an older target gets one `::notice` naming the
+    newest target and the command that moves it; one on the newest target gets none."""
+    project = rendered(kinds=["general"], vllm_target=pinned)
+    workflow = yaml.safe_load((project / ".github/workflows/template-update.yml").read_text())
+    steps = workflow["jobs"]["check"]["steps"]
+    script = next(s["run"] for s in steps if s.get("name") == "Newer vLLM target")
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    outputs = {}
+    for series in (answers["_vllm_series"], "0.29"):  # as recorded; a plugin left on an old one
+        work, temp = tmp_path / series / "plugin", tmp_path / series / "runner"
+        work.mkdir(parents=True)
+        temp.mkdir()
+        recorded = {**answers, "_src_path": str(ROOT), "_vllm_series": series}
+        (work / ".copier-answers.yml").write_text(yaml.safe_dump(recorded))
+        env = {"RUNNER_TEMP": str(temp), "PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin"}
+        proc = subprocess.run(
+            ["bash", "-eo", "pipefail", "-c", script], cwd=work, env=env, capture_output=True,
+            text=True,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        outputs[series] = proc.stdout
+    recorded = answers["_vllm_series"]
+    assert bool(outputs[recorded]) == (recorded != VLLM["latest"]), outputs
+    note = outputs["0.29"]
+    assert note.startswith("::notice ") and note.count("\n") == 1, note
+    assert f"vLLM {VLLM['latest']} is the template's newest target" in note, note
+    moves = (
+        "next template update moves it"
+        if pinned == "latest"
+        else (f"--data vllm_target={VLLM['latest']}")
+    )
+    assert moves in note, note
+
+
 # -- the default range: a plugin that serves on a CPU machine (issue 37) ----------------------
 
 
@@ -200,13 +237,13 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_quick_start_default_is_a_range_that_serves_on_cpu(
     template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The Quick start's copy: the target (`latest`) has no CPU build, so the range reaches the
+    """The Quick start's copy: the target (the newest, recorded) has no CPU build, so the range reaches the
     newest release that has one; the closing message fits 100 columns and lists the commands in
     the order they work in, the CPU install the suite runs, and README.md shows the same."""
     assert not VLLM["targets"][VLLM["latest"]]["cpu_build"], "latest serves on CPU: rethink"
     project = _copy(template, tmp_path / "my-plugin", **_readme_copy_data())
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
-    assert answers["vllm_target"] == "latest" and answers["vllm_oldest"] == SERVING_TARGET
+    assert answers["vllm_target"] == VLLM["latest"] and answers["vllm_oldest"] == SERVING_TARGET
     low = VLLM["targets"][SERVING_TARGET]["requirement"].split(",")[0]
     high = VLLM["targets"][VLLM["latest"]]["requirement"].split(",")[1]
     assert f'vllm = ["{low},{high}"]' in (project / "pyproject.toml").read_text()

@@ -755,8 +755,9 @@ def targets_block(vllm: dict) -> str:
         )
     releases = vllm["releases"]  # oldest first (tools.catalog)
     return "\n".join([
-        f"vLLM targets (`vllm_target`; `latest` is {vllm['latest']} today and follows the",
-        "template on update):",
+        f"vLLM targets (`vllm_target`, default the newest, {vllm['latest']} today, recorded:"
+        " `copier update`",
+        "keeps it; `latest`, when asked for, follows the template's newest on every update):",
         "",
         *lines,
         "",
