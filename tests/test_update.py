@@ -559,11 +559,11 @@ def test_hand_added_test_and_dev_extras_merge(template: Template, tmp_path: Path
 def generated_conflict_check(project: Path) -> subprocess.CompletedProcess[str]:
     """The generated suite's check for conflicts an update left, in this environment (no vLLM
     needed): the command the update's closing message gives."""
-    command = "pytest tests/conftest.py::no_update_conflicts"
+    command = "pytest pyproject.toml::no_update_conflicts"
     return subprocess.run(
         [sys.executable, "-m", *command.split(), "-p", "no:cacheprovider", "-p", "no:xdist"],
         cwd=project, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(envs.kit_site())},  # the kit
     )  # fmt: skip
 
 
@@ -583,7 +583,7 @@ def test_a_conflict_an_update_left_is_named(template: Template, tmp_path: Path) 
     out = harness.update(project, "HEAD", project_name="Acme Tools")
 
     assert harness.conflict_markers(project) == ["DEVELOPING.md"], out
-    assert "pytest tests/conftest.py::no_update_conflicts" in out, out
+    assert "pytest pyproject.toml::no_update_conflicts" in out, out
     proc = generated_conflict_check(project)
     text = proc.stdout + proc.stderr
     assert proc.returncode == 1, text

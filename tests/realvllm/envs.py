@@ -322,6 +322,25 @@ def kit_wheel() -> Path:
     return wheels[-1]
 
 
+def kit_site() -> Path:
+    """A folder holding the kit installed from kit_wheel() (next to it, made once), for this
+    repository's own Python, which never has the kit: its tests that run a generated plugin's
+    pytest here (no vLLM needed) put it on PYTHONPATH. Installed in the dev environment
+    instead, the kit would also act on this repository's own test run."""
+    wheel = kit_wheel()
+    site = wheel.parent / "site"
+    with open(CACHE / ".lock-kit", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not site.is_dir():
+            shutil.rmtree(f"{site}.tmp", ignore_errors=True)
+            _run(
+                sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                "--no-deps", "--target", f"{site}.tmp", wheel,
+            )  # fmt: skip
+            Path(f"{site}.tmp").rename(site)
+    return site
+
+
 # (python, folder, projects) installed by install_overlay in this test process.
 _INSTALLED: set[tuple[str, ...]] = set()
 
