@@ -8,7 +8,9 @@ generated plugins' script then installs the CPU build of vLLM into a throwaway e
 through that index alone, and refuses, in one line, when it is given no torch index. The
 real-vLLM tiers build their cached environments the same way (tests/realvllm/envs.py).
 In that environment, README.md's Quick start runs as printed, to the generated suite's real
-serve on the CPU (issue 37).
+serve on the CPU (issue 37). The stand-in index also holds the test kit (pytest-vllm-plugin,
+built from this working tree's kit/), as the package index will once it is released, and the
+Quick start's pip reads it as an extra index (PIP_EXTRA_INDEX_URL, the only PIP_* set).
 """
 
 from __future__ import annotations
@@ -66,8 +68,9 @@ def torch_pin() -> str:
 
 @pytest.fixture(scope="module")
 def stand_in(torch_pin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A PEP 503 index holding only that torch: this machine's copy of the wheel where its pip
-    configuration has one, else the wheel downloaded once from the tiers' torch index."""
+    """A PEP 503 index holding that torch (this machine's copy of the wheel where its pip
+    configuration has one, else the wheel downloaded once from the tiers' torch index) and the
+    test kit's wheel, built from this working tree."""
     version = torch_pin.partition("==")[2]
     wheels = [w for w in envs.local_cpu_torch_wheels() if w.name.startswith(f"torch-{version}-")]
     if not wheels:
@@ -80,7 +83,8 @@ def stand_in(torch_pin: str, tmp_path_factory: pytest.TempPathFactory) -> Path:
                 check=True,
             )  # fmt: skip
         wheels = sorted(folder.glob(f"torch-{version}-*.whl"))
-    return envs.stand_in_index(tmp_path_factory.mktemp("torch-index"), wheels)
+    index = envs.stand_in_index(tmp_path_factory.mktemp("torch-index"), wheels)
+    return envs.stand_in_index(index, [envs.kit_wheel()], project="pytest-vllm-plugin")
 
 
 def test_isolated_pip_finds_no_cpu_torch_on_its_own(torch_pin: str, tmp_path: Path) -> None:
@@ -174,8 +178,9 @@ def test_quick_start_as_printed_serves_on_cpu(
     """Issue 37's fresh machine: README.md's Quick start, its commands exactly as printed (read
     from the README, so this breaks when it changes), in that environment (activated, as a
     user's), pip's configuration isolated and the stand-in as the torch index
-    (TORCH_INDEX_URL, which the script reads): the default plugin's own suite passes, a real
-    `vllm serve` on the CPU included. Only the template's URL becomes this working tree."""
+    (TORCH_INDEX_URL, which the script reads; PIP_EXTRA_INDEX_URL, for the test kit): the
+    default plugin's own suite passes, a real `vllm serve` on the CPU included, with the kit
+    from that index. Only the template's URL becomes this working tree."""
     python, proc, _ = installed
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
     commands = quick_start()
@@ -193,11 +198,11 @@ def test_quick_start_as_printed_serves_on_cpu(
         "PYTEST_ADDOPTS": "-rA -p no:cacheprovider",
     }
     script = "set -euo pipefail\n" + "\n".join(commands) + "\n"
-    with envs.serving(stand_in) as (url, _):
+    with envs.serving(stand_in) as (url, requested):
         run = subprocess.run(
             ["bash", "-c", script],
             cwd=tmp_path,
-            env={**env, "TORCH_INDEX_URL": url},
+            env={**env, "TORCH_INDEX_URL": url, "PIP_EXTRA_INDEX_URL": url},
             capture_output=True,
             text=True,
             timeout=1800,
@@ -208,3 +213,6 @@ def test_quick_start_as_printed_serves_on_cpu(
     assert (tmp_path / "my-plugin" / ".git").is_dir()  # `git init` ran where `cd` went
     assert re.search(r"^PASSED tests/test_smoke_serve\.py::", out, re.M), out[-8000:]
     assert not re.search(r"^(SKIPPED|FAILED|ERROR).*test_smoke_serve", out, re.M), out[-8000:]
+    # The kit came from the stand-in, and its checks ran in the plugin's suite.
+    assert any(path.startswith("/pytest-vllm-plugin/pytest_vllm_plugin-") for path in requested)
+    assert re.search(r"^PASSED pyproject\.toml::no_update_conflicts", out, re.M), out[-8000:]

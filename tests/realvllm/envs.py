@@ -138,19 +138,22 @@ def _configured_find_links() -> list[Path]:
     return [Path(f) for entry in folders for f in entry.split() if f and Path(f).is_dir()]
 
 
-def stand_in_index(dest: Path, wheels: list[Path]) -> Path:
-    """A PEP 503 simple index in ``dest`` with ``wheels`` as project ``torch``: the part of
-    PyTorch's CPU index that pip reads. Serve it with ``serving``."""
-    project = dest / "torch"
-    project.mkdir(parents=True, exist_ok=True)
+def stand_in_index(dest: Path, wheels: list[Path], project: str = "torch") -> Path:
+    """A PEP 503 simple index in ``dest`` with ``wheels`` as ``project`` (another call adds
+    another project): the part of PyTorch's CPU index that pip reads, or of the package index
+    (the test kit, before its release is there). Serve it with ``serving``."""
+    folder = dest / project
+    folder.mkdir(parents=True, exist_ok=True)
     links = []
     for wheel in wheels:
-        link = project / wheel.name
+        link = folder / wheel.name
         if not link.exists():
             link.symlink_to(wheel.resolve())
         links.append(f'<a href="{wheel.name}">{wheel.name}</a><br>')
-    (project / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
-    (dest / "index.html").write_text('<html><body><a href="torch/">torch</a></body></html>\n')
+    (folder / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
+    names = sorted(p.name for p in dest.iterdir() if p.is_dir())
+    root = "".join(f'<a href="{n}/">{n}</a>' for n in names)
+    (dest / "index.html").write_text(f"<html><body>{root}</body></html>\n")
     return dest
 
 
