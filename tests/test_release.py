@@ -29,6 +29,8 @@ import yaml
 from conftest import SEVERAL, TARGETS, VLLM, kinds_for
 from packaging.requirements import Requirement
 
+from tools import release
+
 # Renders whose packaging differs: the general plugin alone; every kind of each target (every
 # entry-point group); a plugin the size of real ones; the author's own packaging answers.
 RENDERS: dict[str, dict[str, Any]] = {
@@ -168,6 +170,12 @@ def test_wheel_metadata(project: Path, dists: tuple[Path, Path]) -> None:
         want = sorted(Requirement(r).name + str(Requirement(r).specifier) for r in reqs)
         # test and dev: the answer's requirements beside the template's own (issue 34)
         assert set(want) <= set(got) if extra in ("test", "dev") else got == want, (extra, got)
+
+    # The test kit, in the range of its releases that kit/pyproject.toml's version is in.
+    major, minor, _ = map(int, release.kit_version().split("."))
+    (kit,) = [r for r in requires if r.name == "pytest-vllm-plugin" and r.marker and
+              r.marker.evaluate({"extra": "test"})]  # fmt: skip
+    assert kit.specifier == Requirement(f"k>={major}.{minor},<{major}.{minor + 1}").specifier
 
     # The SPDX license, and its text in the wheel.
     assert meta["License-Expression"] == ans["license"]
@@ -329,3 +337,44 @@ def test_release_takes_the_tag_of_the_version(rendered, tmp_path) -> None:
     assert run_tag_check(bumped, "v2.3.4", tmp_path).returncode == 0
     old = run_tag_check(bumped, "v0.1.0", tmp_path)
     assert old.returncode == 1 and "::error" in old.stdout, old.stdout + old.stderr
+
+
+def test_the_kit_builds_and_passes_twine_check(tmp_path: Path) -> None:
+    """Issue 34: the test kit (kit/, pytest-vllm-plugin) is released with the template at its
+    version (tools/release.py `kit`): its sdist and wheel build and pass `twine check
+    --strict`, the wheel names pytest's entry point, and the sdist has what the wheel needs."""
+    dists = release.build_kit(tmp_path, isolated=False)
+    version = release.kit_version()
+    assert [d.name for d in dists] == [
+        f"pytest_vllm_plugin-{version}-py3-none-any.whl",
+        f"pytest_vllm_plugin-{version}.tar.gz",
+    ], dists
+    meta = wheel_metadata(dists[0])
+    assert (meta["Name"], meta["Version"]) == ("pytest-vllm-plugin", version)
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert {Requirement(r).name for r in meta.get_all("Requires-Dist", [])} == {
+        "pytest",
+        "packaging",
+    }  # no vLLM: the plugin under test brings it
+    entry = configparser.ConfigParser()
+    entry.read_string(wheel_file(dists[0], ".dist-info/entry_points.txt"))
+    assert dict(entry["pytest11"]) == {"vllm_plugin": "pytest_vllm_plugin.plugin"}
+    with tarfile.open(dists[1]) as tf:
+        names = set(tf.getnames())
+    root = f"pytest_vllm_plugin-{version}"
+    for path in ("pyproject.toml", "README.md", "src/pytest_vllm_plugin/plugin.py"):
+        assert f"{root}/{path}" in names, sorted(names)
+
+
+def test_the_kit_is_published_only_at_the_newest_release() -> None:
+    """tools/release.py: the kit's version is never older than CHANGELOG.md's newest release,
+    and `kit` publishes it only when it is that release."""
+    newest = max(release.changelog_releases(), key=release._parts)
+    if release._parts(release.kit_version()) == release._parts(newest):
+        assert release.kit_problems(publishing=True) == []
+    else:
+        assert release.kit_problems(publishing=True) == [
+            f"the kit is {release.kit_version()}, CHANGELOG.md's newest release {newest}:"
+            " release both"
+        ]
+    assert release.kit_problems(publishing=False) == []
