@@ -9,7 +9,9 @@ rules of copier.yml (`_skip_if_exists`, the update-only `_exclude` entries):
 - a kind added on update gets its files; a dropped kind's edited files stay, and the closing
   message's command lists them;
 - an update without a template change changes nothing;
-- `latest` moves to the newest vLLM target, a pinned target stays until `--data vllm_target=`.
+- a recorded target stays until `--data vllm_target=`; `latest`, asked for, moves to the newest
+  vLLM target; a `latest` an earlier release recorded as its default is pinned where it was;
+- the names users type (entry points, the trace variable) survive an update from any release.
 
 copier runs through its CLI with no terminal, as in CI: the newest copier (this environment's)
 and the oldest the template supports (`_min_copier_version`, in a cached venv).
@@ -152,13 +154,18 @@ def test_release_to_head(release: str, template: Template, tmp_path: Path) -> No
 
 
 def test_add_and_drop_kinds_and_latest_moves(template: Template, tmp_path: Path) -> None:
-    """A `latest` plugin of a release whose latest was an older vLLM: the update adds a kind
-    (its files created), drops one (its edited files kept and listed), and moves the pin."""
+    """A plugin that asked for `latest` in a release whose latest was an older vLLM: the update
+    adds a kind (its files created), drops one (its edited files kept and listed), and moves
+    the pin."""
     if not template.older_latest:
         pytest.skip("the template has a single vLLM target")
     project = tmp_path / "plugin"
     harness.copy(
-        template, project, template.older_latest, kinds=["general", "model", "tool_parser"]
+        template,
+        project,
+        template.older_latest,
+        kinds=["general", "model", "tool_parser"],
+        vllm_target="latest",
     )
     assert pin(project) == requirement(template.older_latest_series)
     added = harness.edit_author_files(project)
@@ -187,6 +194,68 @@ def test_add_and_drop_kinds_and_latest_moves(template: Template, tmp_path: Path)
         command, shell=True, cwd=project, capture_output=True, text=True, check=True
     ).stdout.split()
     assert listed == [f"src/{package}/{dropped}.py", f"tests/test_{dropped}.py"], out
+
+
+def test_default_target_stays_and_says_a_newer_one_exists(
+    template: Template, tmp_path: Path
+) -> None:
+    """A plugin copied with the defaults a release ago records that release's newest target;
+    an update keeps it (no byte of the vLLM pin moves) and says which newer target exists."""
+    if not template.older_latest:
+        pytest.skip("the template has a single vLLM target")
+    project = tmp_path / "plugin"
+    harness.copy(template, project, template.older_latest, kinds=["general"])
+    assert harness.answers(project)["vllm_target"] == template.older_latest_series
+
+    out = harness.update(project, "HEAD")
+
+    assert harness.answers(project)["vllm_target"] == template.older_latest_series
+    assert pin(project) == requirement(template.older_latest_series)
+    newest = f"The template's newest target is vLLM {VLLM['targets'][VLLM['latest']]['version']}"
+    assert newest in out and f"--data vllm_target={VLLM['latest']} moves there" in out, out
+    assert " against " not in out, out  # the target did not change
+
+
+def test_earlier_release_keeps_its_names_and_its_vllm(template: Template, tmp_path: Path) -> None:
+    """A plugin of the previous release with an IO processor, `latest` recorded as that
+    release's default: the update pins the vLLM it had, keeps the entry-point names and the
+    trace variable its users type, and says how to follow `latest` on purpose; asked for,
+    `latest` then moves it and stays."""
+    project = tmp_path / "plugin"
+    harness.copy(template, project, template.previous, kinds=["general", "io_processor"])
+    recorded = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    had = recorded.get("_vllm_series", "0.33")  # releases before _vllm_series resolved 0.33
+    assert recorded["vllm_target"] == "latest", recorded
+    before = tomllib.loads((project / "pyproject.toml").read_text())["project"]["entry-points"]
+    package = recorded["package_name"]
+    assert before["vllm.io_processor_plugins"] == {
+        f"{package}_io_processor": f"{package}.io_processor:io_processor_qualname"
+    }, before
+
+    out = harness.update(project, "HEAD")
+
+    assert not harness.conflict_markers(project), out
+    answers = harness.answers(project)
+    assert answers["vllm_target"] == had and pin(project) == requirement(had), answers
+    assert 'It was "latest", an earlier release\'s default' in out, out
+    after = tomllib.loads((project / "pyproject.toml").read_text())["project"]["entry-points"]
+    assert after == before, after
+    prefix = f"{package.upper()}_"  # the release's trace: <PACKAGE>_PLUGIN_TRACE
+    assert answers["env_prefix"] == prefix and answers["trace_env"] == f"{prefix}PLUGIN_TRACE"
+    glue = (project / "src" / package / "_plugin.py").read_text()
+    assert f'"{prefix}PLUGIN_TRACE"' in glue, glue
+    assert_same(harness.template_owned(project), fresh(template, project, tmp_path / "fresh"))
+    harness.commit_all(project, "update")
+
+    # Following the template is asked for once, then recorded: a plain update keeps following.
+    out = harness.update(project, "HEAD", vllm_target="latest")
+    assert pin(project) == requirement(VLLM["latest"]), out
+    recorded = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    assert recorded["vllm_target"] == "latest" and recorded["_vllm_follows_latest"] is True
+    harness.commit_all(project, "follow latest")
+    before_all = harness.tree(project)
+    again = harness.update(project, "HEAD")
+    assert harness.tree(project) == before_all, again
 
 
 @pytest.fixture(scope="module")
@@ -438,7 +507,9 @@ def test_author_edits_to_pyproject_survive(start: str, template: Template, tmp_p
     assert pyproject["project"]["dependencies"] == ["numpy>=1.26"]
     assert pyproject["project"]["scripts"] == {"acme-info": "acme.cli:main"}
     assert pyproject["tool"]["mypy"] == {"strict": True}
-    assert pin(project) == requirement(VLLM["latest"])
+    # A release's `latest` was its default, so the update pins the vLLM it had (0.33 for the
+    # releases before `_vllm_series`); at HEAD the target moved on purpose.
+    assert pin(project) == requirement(VLLM["latest"] if start == "HEAD" else "0.33")
 
 
 def test_hand_added_and_answered_dependencies_merge(template: Template, tmp_path: Path) -> None:
