@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from realvllm import envs
 
 PYPROJECT = """\
@@ -49,10 +50,12 @@ def _project(root: Path, pyproject: str = PYPROJECT, ini: str = "") -> Path:
     return root
 
 
-def test_without_a_plugin_the_kit_does_nothing(tmp_path: Path) -> None:
-    """No `vllm_plugin` ini and no [project].name: loaded, but no header, no checks, and the
-    test modules collect as usual (this repository's own environments have it so)."""
-    root = _project(tmp_path / "p", pyproject="")
+@pytest.mark.parametrize("pyproject", ["", '[project]\nname = "vllm"\nversion = "1"\n'])
+def test_without_a_plugin_the_kit_does_nothing(pyproject: str, tmp_path: Path) -> None:
+    """No `vllm_plugin` ini and no [project].name (this repository's own environments have
+    the kit so), or vLLM's own project (the peer tier runs vLLM's tests with the kit beside
+    the plugins): loaded, but no header, no checks, and the test modules collect as usual."""
+    root = _project(tmp_path / "p", pyproject=pyproject)
     proc = _pytest(root)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out

@@ -1,4 +1,4 @@
-"""pytest-vllm-plugin: checks a vLLM plugin the way vLLM uses it (the kit of vllm-plugin-template)."""
+"""pytest-vllm-plugin: checks a vLLM plugin the way vLLM uses it (vllm-plugin-template's kit)."""
 
 from importlib.metadata import version
 

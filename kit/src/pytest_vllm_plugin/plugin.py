@@ -2,8 +2,9 @@
 project that has this distribution installed.
 
 It acts only where it finds the plugin under test: the ini option `vllm_plugin` (a
-distribution name), else `[project].name` of the rootdir's pyproject.toml. Elsewhere (an
-environment that tests something else) it adds fixtures nobody asks for, and nothing more.
+distribution name), else `[project].name` of the rootdir's pyproject.toml (vLLM's own is not
+a plugin). Elsewhere (an environment that tests something else) it adds fixtures nobody asks
+for, and nothing more.
 What it adds there: the pin line of the report header, the project's own checks
 (`pytest pyproject.toml::no_update_conflicts`, and `vllm_not_installed` without vLLM, which
 also keeps the test modules from failing one import error each), and the fixtures
@@ -92,8 +93,8 @@ def _find(config: pytest.Config) -> Project | None:
         meta = {}
     table = meta.get("project", {})
     name = str(config.getini("vllm_plugin") or table.get("name") or "")
-    if not name:
-        return None
+    if not name or name.lower().replace("_", "-") in VLLM_NAMES:
+        return None  # nothing to check, or vLLM's own tests (the peer tier runs them so)
     try:  # the installed metadata, else what the rootdir's pyproject.toml asks for
         lines = importlib.metadata.requires(name) or []
     except importlib.metadata.PackageNotFoundError:
