@@ -5,13 +5,18 @@ vLLM faked where a test needs one (a dist-info folder for its version, a module 
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from conftest import render
 from realvllm import envs
+
+from tools import release
 
 PYPROJECT = """\
 [project]
@@ -175,3 +180,25 @@ def test_fresh_interpreters_run_the_checks_script(tmp_path: Path) -> None:
     assert "PASSED tests/test_fresh.py::test_fresh" in out, out
     assert "FAILED tests/test_fresh.py::test_crash" in out, out
     assert "crash crashed or timed out (exit 3):\nE       noise" in out, out
+
+
+def test_a_generated_plugin_asks_for_the_kit_and_names_itself(tmp_path: Path) -> None:
+    """The generated pyproject.toml: the `test` extra asks for the kit's releases of
+    kit/pyproject.toml's minor version, pytest's options name the distribution (vllm_plugin)
+    and a reasoning parser's own tags (tiny_tokens); tests/conftest.py keeps no machinery."""
+    tags = {"start_tag": "<seed:think>", "end_tag": "</seed:think>"}
+    project = render(
+        tmp_path / "p",
+        kinds=["reasoning_parser"],
+        project_name="Acme Tools",
+        reasoning_parser_names=[{"name": "seed", **tags}, "plain"],
+    )
+    meta = tomllib.loads((project / "pyproject.toml").read_text())
+    major, minor, _ = release.kit_version().split(".")
+    kit = f"pytest-vllm-plugin>={major}.{minor},<{major}.{int(minor) + 1}"
+    assert kit in meta["project"]["optional-dependencies"]["test"], meta["project"]
+    options = meta["tool"]["pytest"]["ini_options"]
+    assert options["vllm_plugin"] == meta["project"]["name"] == "acme-tools", options
+    assert options["tiny_tokens"] == ["<seed:think>", "</seed:think>"], options
+    conftest = ast.parse((project / "tests" / "conftest.py").read_text())
+    assert [type(node) for node in conftest.body] == [ast.Expr], ast.dump(conftest)
