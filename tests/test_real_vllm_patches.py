@@ -100,42 +100,49 @@ def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> No
 
 ROLES_SCRIPT = """
 import importlib, json, multiprocessing
-from vllm.v1.executor.multiproc_executor import MultiprocExecutor
-from vllm.v1.executor.uniproc_executor import UniProcExecutor
 from acme_patches import _plugin
 
-
-def engine_core_init(executor_class):  # as vLLM's EngineCore.__init__ holds it
-    importlib.reload(_plugin)  # the roles are decided while vLLM imports the plugin
-    return sorted(_plugin._roles())
-
-
 seen = {}
-for process, executor in [("EngineCore", UniProcExecutor), ("EngineCore", MultiprocExecutor),
-                          ("VllmWorker-0", None), ("MainProcess", None)]:
+for process in ["EngineCore", "VllmWorker-0", "MainProcess"]:
     multiprocessing.current_process().name = process
-    seen[f"{process} {getattr(executor, '__name__', '')}".strip()] = engine_core_init(executor)
+    importlib.reload(_plugin)  # the roles are decided while vLLM imports the plugin
+    seen[process] = sorted(_plugin._roles())
+# The worker-only patch in an engine core: its module imported after register() (vLLM building
+# the worker in the engine core) applies it; a module loaded before register() is refused.
+multiprocessing.current_process().name = "EngineCore"
+step = importlib.reload(_plugin).STEPS["patch:time_execute_model"]
+importlib.import_module("vllm.v1.worker.gpu_worker")
+step()
+seen["worker module after"] = _plugin._ours(step.args[1], "time_execute_model") is not None
+_plugin.unpatch("time_execute_model")
+try:
+    importlib.reload(_plugin).STEPS["patch:time_execute_model"]()
+except RuntimeError as e:
+    seen["worker module before"] = str(e)
 print("ROLES " + json.dumps(seen))
 """
 
 
 @pytest.mark.parametrize("target", FULL_TARGETS)
-def test_patch_roles_follow_the_process_and_its_executor(target: str, tmp_path: Path) -> None:
-    """The roles a patch's `processes` name, decided as vLLM loads the plugin, with vLLM's real
-    executor classes: an engine core that runs its worker itself (the `uni` executor, vLLM's
-    default on one GPU, which CPU serves never use) is a worker too; one with worker processes
-    is not; a worker process is a worker; the serving process is the front end."""
+def test_patch_roles_follow_the_process(target: str, tmp_path: Path) -> None:
+    """The roles a patch's `processes` name, by the names vLLM gives its processes. An engine
+    core is a worker for a worker-only patch only where vLLM imports the target's module after
+    register() (it builds its worker in-process); a module loaded before is refused in one line,
+    since vLLM tells a plugin nothing of the executor there."""
     env = envs.ensure(target)
     project = render_file(tmp_path / "patches", PATCHES, vllm_target=target)
     paths = envs.install_overlay(env, project, tmp_path / "site")
     out = _run([str(env.python), "-c", ROLES_SCRIPT], tmp_path, paths)
     seen = json.loads(out.split("ROLES ", 1)[1].splitlines()[0])
+    refused = seen.pop("worker module before")
     assert seen == {
-        "EngineCore UniProcExecutor": ["engine core", "worker"],
-        "EngineCore MultiprocExecutor": ["engine core"],
+        "EngineCore": ["engine core"],
         "VllmWorker-0": ["worker"],
         "MainProcess": ["front end"],
+        "worker module after": True,
     }, seen
+    assert refused.startswith("acme_patches patch time_execute_model: vllm.v1.worker.gpu_worker")
+    assert f"vllm {VLLM['targets'][target]['version']}" in refused, refused
 
 
 # Modules plugins patch most (engine core, scheduler, workers, runners, front end, configs, a
