@@ -471,3 +471,28 @@ def test_the_package_init_is_the_authors_and_may_be_empty(copie) -> None:
             if isinstance(node, ast.ImportFrom) and node.module == src.name:
                 names = {alias.name for alias in node.names}
                 assert names <= modules, f"{path.relative_to(project)} imports {names - modules}"
+
+
+def test_glue_renders_only_what_its_steps_use(copie) -> None:
+    """The default plugin's _plugin.py has no import hook (no step waits), no stand-down or
+    replace tables, and no cache surgery; a model type (a waiting step) brings the hook, and a
+    replacing parser brings the one cache deletion it needs. No generated glue guesses from
+    vLLM's private state (frames, closures) anywhere."""
+    kinds = ["general", "model", "tool_parser", "reasoning_parser"]
+    plain = copy(copie, kinds=kinds, package_name="acme")
+    glue = (plain / "src" / "acme" / "_plugin.py").read_text()
+    for absent in ("meta_path", "_waiting", "AFTER_IMPORT", "STAND_DOWN", "REPLACES", ".pop("):
+        assert absent not in glue, absent
+    assert len(glue.splitlines()) <= 150, len(glue.splitlines())
+    more = copy(
+        copie, kinds=kinds, package_name="acme",
+        model_architectures=[{"name": "AcmeForCausalLM", "model_type": "acme", "stand_down": True}],
+        tool_parser_names=[{"name": "hermes", "replace": True}],
+    )  # fmt: skip
+    glue = (more / "src" / "acme" / "_plugin.py").read_text()
+    for present in ("sys.meta_path.insert", "STAND_DOWN: dict", 'if name in ["hermes"]:'):
+        assert present in glue, present
+    assert "REPLACES: dict" in glue and "reasoning_parsers.pop" not in glue, glue
+    for path in Path(ROOT, "extensions").rglob("*.jinja"):
+        text = path.read_text()
+        assert "getclosurevars" not in text and "f_locals" not in text, path
