@@ -60,7 +60,7 @@ class Project:
 
     @property
     def pin(self) -> str:
-        return " or ".join(_text(r) for r in self.pins) or "no vLLM requirement"
+        return " or ".join(_text(r) for r in self.pins) or "no requirement on vLLM"
 
 
 PROJECT = pytest.StashKey[Project]()
@@ -101,15 +101,13 @@ def _find(config: pytest.Config) -> Project | None:
         lines = [*table.get("dependencies", [])]
         for extra in table.get("optional-dependencies", {}).values():
             lines += extra
-    pins = []
+    pins: dict[str, Requirement] = {}  # by text: the same pin in two extras is one
     for line in lines:
         with contextlib.suppress(InvalidRequirement):
             req = Requirement(line)
-            if req.name.lower().replace("_", "-") in VLLM_NAMES and _text(req) not in map(
-                _text, pins
-            ):
-                pins.append(req)
-    return Project(name, root, tuple(pins))
+            if req.name.lower().replace("_", "-") in VLLM_NAMES:
+                pins.setdefault(_text(req), req)
+    return Project(name, root, tuple(pins.values()))
 
 
 def _text(req: Requirement) -> str:
@@ -118,26 +116,27 @@ def _text(req: Requirement) -> str:
     return req.name + ",".join(map(str, specs))
 
 
-def _vllm() -> tuple[str, str] | None:
-    """(distribution, version) of the installed vLLM, if any."""
+def _vllm_version() -> str | None:
+    """The installed vLLM's version (`vllm`'s metadata, else the CPU build's), if any."""
     for name in VLLM_NAMES:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            return name, importlib.metadata.version(name)
+            return importlib.metadata.version(name)
     return None
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
     """One line as the tests start: the installed vLLM, and whether the plugin's pin holds it
     (a vLLM outside it may lack what the plugin imports, or change what it registers)."""
-    project, found = config.stash.get(PROJECT, None), _vllm()
-    if project is None or found is None:
+    project, version = config.stash.get(PROJECT, None), _vllm_version()
+    if project is None or version is None:
         return None
-    version = found[1]
     try:
         release = Version(version).base_version  # 0.32.2.dev3+g1234 is a 0.32.2
     except InvalidVersion:
         release = version
-    if not project.pins or any(r.specifier.contains(release) for r in project.pins):
+    if not project.pins:
+        return f"vLLM {version}; this plugin declares no requirement on vLLM"
+    if any(r.specifier.contains(release) for r in project.pins):
         return f"vLLM {version}, within this plugin's pin {project.pin}"
     return project.say(f"vLLM {version} is installed; this plugin pins {project.pin}", "Get a vLLM")
 
