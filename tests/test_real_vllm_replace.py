@@ -29,7 +29,7 @@ handler.emit = lambda record: records.append(record.getMessage())
 logging.getLogger("vllm." + sys.argv[1]).addHandler(handler)
 load_general_plugins()
 plugin = importlib.import_module(sys.argv[1] + "._plugin")
-for module in list(plugin._waiting):
+for module in list(getattr(plugin, "_waiting", {})):  # steps waiting for a module, if any
     importlib.import_module(module)
 plugin.register()
 print("REPLACED " + json.dumps({
