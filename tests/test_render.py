@@ -496,3 +496,20 @@ def test_glue_renders_only_what_its_steps_use(copie) -> None:
     for path in Path(ROOT, "extensions").rglob("*.jinja"):
         text = path.read_text()
         assert "getclosurevars" not in text and "f_locals" not in text, path
+
+
+def test_readme_is_short_and_says_how_to_switch_each_instance_on(copie) -> None:
+    """Issue 34: the generated README (the author's, the PyPI page) is short: install, and one
+    line per instance with the names a user types (no catalog placeholder left), pointing to
+    DEVELOPING.md, which holds the template's text (every kind of the newest target)."""
+    project = copy(copie, kinds=kinds_for(VLLM["latest"]), vllm_target=VLLM["latest"])
+    readme = (project / "README.md").read_text()
+    uses = readme.split("\n## Use\n", 1)[1].split("\n## ", 1)[0].strip().splitlines()
+    assert len(uses) == len(instances(project)), uses
+    for line, (key, module) in zip(uses, instances(project).items(), strict=True):
+        assert f"`{key.partition(':')[2] or key}`" in line and f".{module})" in line, (key, line)
+    leftover = re.findall(r"\bNAME\b|pkg\.module|PACKAGE|\"Arch\"|<PREFIX>|\.Class\b", readme)
+    assert not leftover, leftover
+    assert len(readme.splitlines()) < 60 and "](DEVELOPING.md)" in readme
+    developing = (project / "DEVELOPING.md").read_text()
+    assert "\n## Get a vLLM\n" in developing and "\n## Update from the template\n" in developing
