@@ -496,6 +496,11 @@ def test_glue_renders_only_what_its_steps_use(copie) -> None:
     for path in Path(ROOT, "extensions").rglob("*.jinja"):
         text = path.read_text()
         assert "getclosurevars" not in text and "f_locals" not in text, path
+    # Every registration step's check has its absent_ twin, which the switch checks use.
+    for path in Path(ROOT, "extensions").glob("*/register.py.jinja"):
+        checks = (path.parent / "check.py.jinja").read_text()
+        for step in re.findall(r"^def check_(\w+)\(", checks, re.M):
+            assert f"def absent_{step}(" in checks, (path.parent.name, step)
 
 
 def test_readme_is_short_and_says_how_to_switch_each_instance_on(copie) -> None:
