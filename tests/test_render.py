@@ -102,8 +102,10 @@ def test_render(case: tuple[str, tuple[str, ...]], copie) -> None:
         for name, value in declared[group].items():
             fmt = "{module}:{attr}"
             for key, module in modules.items():
-                if name in (f"{package}_{module}", key.partition(":")[2]):
-                    fmt = CATALOG[key.partition(":")[0]]["entry_point"]["value"]
+                ep = CATALOG[key.partition(":")[0]].get("entry_point") or {}
+                names = (f"{package}_{module}", key.partition(":")[2])
+                if ep.get("group") == group and name in names:
+                    fmt = ep["value"]
             pattern = (
                 re.escape(fmt)
                 .replace(r"\{module\}", r"[a-z_][a-z0-9_.]*")
