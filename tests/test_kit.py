@@ -22,11 +22,11 @@ KIT_TESTS = Path(__file__).parent / "kit"
 DATA = envs.KIT / "src" / "pytest_vllm_plugin" / "registries.json"
 
 
-def _pytest(python: str | Path, cwd: Path, site: Path, *args: str) -> subprocess.CompletedProcess:
+def _pytest(python: str | Path, cwd: Path, path: object, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(python), "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-rA", *args],
         cwd=cwd, capture_output=True, text=True, timeout=900,
-        env={**os.environ, "PYTHONPATH": str(site), "COLUMNS": "200"},
+        env={**os.environ, "PYTHONPATH": str(path), "COLUMNS": "200"},
     )  # fmt: skip
 
 
@@ -97,3 +97,23 @@ def test_a_hand_written_plugin_is_checked(tmp_path: Path) -> None:
     }, bad.stdout
     assert "Connector 'BrokenConnector' is already registered" in bad.stdout
     assert "registration imported broken_plugin.my_llama" in bad.stdout
+
+
+def test_a_vllm_release_the_kit_does_not_know_fails_in_one_line(tmp_path: Path) -> None:
+    """The kit never guesses where a registry lives: a vLLM release missing from
+    registries.json fails the `registries` item with one line naming it (vLLM faked here: a
+    package with a version, and a plugin's metadata with a general-plugin entry point)."""
+    site = tmp_path / "site"
+    (site / "vllm" / "plugins").mkdir(parents=True)
+    (site / "vllm" / "__init__.py").write_text('__version__ = "0.99.1"\n')
+    (site / "vllm" / "plugins" / "__init__.py").write_text("")
+    meta = site / "fake_plugin-0.1.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: fake-plugin\nVersion: 0.1\n")
+    (meta / "entry_points.txt").write_text("[vllm.general_plugins]\nfake = fake_plugin:register\n")
+    run = tmp_path / "run"
+    run.mkdir()
+    path = f"{envs.kit_site()}{os.pathsep}{site}"
+    out = _pytest(sys.executable, run, path, "--vllm-plugin", "fake_plugin").stdout
+    assert _outcomes(out) == {"registries": "FAILED"}, out
+    assert "vLLM 0.99 is not in pytest-vllm-plugin's registries.json (it knows 0.30," in out, out
