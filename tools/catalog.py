@@ -8,6 +8,8 @@ one JSON file loads in milliseconds. catalog.json is therefore derived, never ed
 
 It also writes extensions/questions.yml, which copier.yml includes: an `!include` of each
 kind's questions.yml in the order of vllm.yml's `kinds:` (tests/test_question_order.py).
+And the kit's kit/src/pytest_vllm_plugin/registries.json (KIT_READS below): where each registry
+lives in each release, for `pytest --vllm-plugin` (tests/test_kit.py checks it is current).
 """
 
 from __future__ import annotations
