@@ -84,3 +84,13 @@ def test_the_generated_include_is_fresh() -> None:
     from tools.catalog import QUESTIONS, render_questions
 
     assert QUESTIONS.read_text() == render_questions(), "run: python -m tools.catalog"
+
+
+def test_what_a_question_reads_is_asked_before_it() -> None:
+    """A default or validator reads only answers copier has by then: `previous` (the recorded
+    answers, which keep an update's names and vLLM target) before the target, and the trace
+    variable after the prefix it starts with and before the settings, whose validator refuses
+    a setting that would read it (issue 34)."""
+    keys = [key for key, _ in copier_questions()]
+    assert keys.index("previous") < keys.index("vllm_target") < keys.index("vllm_series")
+    assert keys.index("env_prefix") < keys.index("trace_env") < keys.index("settings")
