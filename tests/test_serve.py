@@ -481,7 +481,9 @@ def test_patches_apply_in_one_process_that_plays_every_role(
     # The HTTP app is not built offline: its patch's module is never imported, so never applied.
     assert set(applied) == set(PATCHES_PROMISED) - {"patch:wrap_build_app"}, events
     assert len({e["pid"] for e in events}) == 1 and len(events) == len(applied), events
-    assert all(e["roles"] == ["engine core", "front end", "worker"] for e in events), events
+    assert all({"engine core", "front end"} <= set(e["roles"]) for e in events), events
+    # The worker role there is known once vLLM imports the worker's module, after register().
+    assert "worker" in applied["patch:time_execute_model"]["roles"], events
 
 
 @pytest.mark.skipif(TP < 2, reason="needs 2 CPU cores")
