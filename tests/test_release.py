@@ -358,7 +358,10 @@ def test_the_kit_builds_and_passes_twine_check(tmp_path: Path) -> None:
     }  # no vLLM: the plugin under test brings it
     entry = configparser.ConfigParser()
     entry.read_string(wheel_file(dists[0], ".dist-info/entry_points.txt"))
-    assert dict(entry["pytest11"]) == {"vllm_plugin": "pytest_vllm_plugin.plugin"}
+    assert dict(entry["pytest11"]) == {
+        "vllm_plugin": "pytest_vllm_plugin.plugin",  # the checks of the plugin under test
+        "vllm_plugin_generic": "pytest_vllm_plugin.generic",  # --vllm-plugin=DIST
+    }
     with tarfile.open(dists[1]) as tf:
         names = set(tf.getnames())
     root = f"pytest_vllm_plugin-{version}"
