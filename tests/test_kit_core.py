@@ -202,3 +202,90 @@ def test_a_generated_plugin_asks_for_the_kit_and_names_itself(tmp_path: Path) ->
     assert options["tiny_tokens"] == ["<seed:think>", "</seed:think>"], options
     conftest = ast.parse((project / "tests" / "conftest.py").read_text())
     assert [type(node) for node in conftest.body] == [ast.Expr], ast.dump(conftest)
+
+
+GLUE = """\
+import os
+
+DISABLE_ENV = "ACME_DISABLE"
+_done = set()
+STEPS = {name: lambda: None for name in ("general", "model:A", "model:B", "parser:x")}
+
+
+def register():
+    off = set(os.environ.get(DISABLE_ENV, "").split(","))
+    for name, step in STEPS.items():
+        if name not in _done and name not in off and name.split(":")[0] not in off:
+            step()
+            _done.add(name)
+"""
+TABLE = """\
+import sys
+
+from pytest_vllm_plugin.checks import main
+
+
+def check_step(name):
+    from acme import _plugin
+
+    assert name in _plugin._done, name
+
+
+def absent_step(name):
+    from acme import _plugin
+
+    assert name not in _plugin._done, name
+
+
+CHECKS = {name: ("step", name) for name in ("general", "model:A", "model:B", "parser:x")}
+LAZY_MODULES = ["acme.heavy"]
+
+if __name__ == "__main__":
+    main(sys.argv[1], globals())
+"""
+
+
+def test_the_kit_runs_a_checks_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tests/vllm_checks.py that holds only its checks and the CHECKS table: the kit collects
+    the entry-point test and the fresh-process tests (their ids, the switches' one run), and the
+    groups run through a fake vLLM's load_general_plugins(); a step that vLLM's loader does not
+    show fails its test, naming the step."""
+    eps = (
+        '[project.entry-points."vllm.general_plugins"]\n"acme.general" = "acme._plugin:register"\n'
+    )
+    root = _project(tmp_path / "p", PYPROJECT + eps)
+    (root / "tests" / "vllm_checks.py").write_text(TABLE)
+    site = tmp_path / "site"
+    (site / "acme").mkdir(parents=True)
+    (site / "acme" / "__init__.py").write_text("")
+    (site / "acme" / "_plugin.py").write_text(GLUE)
+    (site / "vllm").mkdir()
+    (site / "vllm" / "__init__.py").write_text("")
+    (site / "vllm" / "plugins.py").write_text(
+        "def load_general_plugins():\n    from acme import _plugin\n\n    _plugin.register()\n"
+    )
+    _dist(site, "acme", "0.1.0")
+    (site / "acme-0.1.0.dist-info" / "entry_points.txt").write_text(
+        "[vllm.general_plugins]\nacme.general = acme._plugin:register\n"
+    )
+    proc = _pytest(root, "tests", "-k", "not predicate", site=site)
+    out = proc.stdout + proc.stderr
+    for test in [
+        "test_entry_points_resolve",
+        "test_in_fresh_vllm_process[loaders]",
+        "test_in_fresh_vllm_process[idempotency]",
+    ]:
+        assert f"PASSED tests/vllm_checks.py::{test}" in out, out
+    # The switches of steps no other switch turns off share one process; the predicate's needs
+    # the plugin's switches.py, which this glue has not: deselected above.
+    assert "1 deselected" in out, out
+    collected = _pytest(root, "tests", "--collect-only", "-q", site=site).stdout
+    assert "tests/vllm_checks.py::test_switches_in_fresh_vllm_process[disable+predicate]" in (
+        collected
+    ), collected
+    # A step vLLM's loader does not show (switched off here by the glue's own variable).
+    monkeypatch.setenv("ACME_DISABLE", "model:B")
+    proc = _pytest(root, "tests", "-k", "loaders", site=site)
+    out = proc.stdout + proc.stderr
+    assert "FAILED tests/vllm_checks.py::test_in_fresh_vllm_process[loaders]" in out, out
+    assert "model:B:\nTraceback" in out and "AssertionError: model:B" in out, out

@@ -7,14 +7,15 @@ a plugin). Elsewhere (an environment that tests something else) it adds fixtures
 for, and nothing more.
 What it adds there: the pin line of the report header, the project's own checks
 (`pytest pyproject.toml::no_update_conflicts`, and `vllm_not_installed` without vLLM, which
-also keeps the test modules from failing one import error each), and the fixtures
-run_vllm_checks, start_vllm_checks (fresh interpreters running tests/vllm_checks.py) and
-tiny_tokenizer.
+also keeps the test modules from failing one import error each), the tests of the checks
+script tests/vllm_checks.py (pytest_vllm_plugin.checks: its table's groups, each in a fresh
+interpreter), and the fixtures run_vllm_checks, start_vllm_checks and tiny_tokenizer.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.metadata
 import importlib.util
 import json
@@ -31,6 +32,8 @@ from typing import Any
 import pytest
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
+
+from pytest_vllm_plugin import checks
 
 try:
     import tomllib
@@ -162,6 +165,10 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     project = parent.config.stash.get(PROJECT, None)
     if project is not None and file_path == project.root / "pyproject.toml":
         return Checks.from_parent(parent, path=file_path)
+    if project is not None and file_path == Fresh.of(parent.config).script:
+        # A checks script of the kit's table (an older template's runs its own tests).
+        if not _vllm_missing() and "pytest_vllm_plugin.checks" in file_path.read_text():
+            return FreshChecks.from_parent(parent, path=file_path)
     return None
 
 
@@ -189,6 +196,70 @@ class Check(pytest.Item):
 
     def reportinfo(self) -> tuple[Path, int, str]:
         return self.path, 0, self.name
+
+
+class FreshChecks(pytest.File):
+    """The tests of the checks script (tests/vllm_checks.py), each one fresh interpreter running
+    a group of it: vLLM's loaders find every step (lazily registered), register() is
+    idempotent, a switched-off step registers nothing; and the installed entry points are the
+    declared ones."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        root = self.config.stash[PROJECT].root
+        yield Check.from_parent(self, name="test_entry_points_resolve", check=self._entry_points)
+        runs = {"test_in_fresh_vllm_process[loaders]": ("loaders", {})}
+        if name := checks.general_plugin(root):
+            runs["test_in_fresh_vllm_process[idempotency]"] = ("idempotency", {})
+            ns = vars(_import(self.path))
+            plugin = importlib.import_module(name)
+            # The steps that register something (a module-path connector's registers nothing:
+            # vLLM imports the class from the path the config names).
+            unswitched = set(ns.get("UNSWITCHED", ()))
+            steps = [s for s in plugin.STEPS if s in ns["CHECKS"] and s not in unswitched]
+            for run, env in (checks.plan(ns, steps, plugin.DISABLE_ENV) if steps else {}).items():
+                runs[f"test_switches_in_fresh_vllm_process[{run}]"] = ("switches", env)
+        for item, (group, env) in runs.items():
+            yield FreshCheck.from_parent(self, name=item, group=group, env=env)
+
+    def _entry_points(self) -> str | None:
+        project = self.config.stash[PROJECT]
+        try:
+            checks.entry_points(project.root, project.name)
+        except AssertionError as e:
+            return str(e)
+        return None
+
+    def setup(self) -> None:
+        """All of this file's selected fresh interpreters start before its first test runs:
+        each test then waits only for its own."""
+        runs = [i for i in self.session.items if isinstance(i, FreshCheck) and i.parent is self]
+        Fresh.of(self.config).start([(i.group, i.env) for i in runs])
+
+
+class FreshCheck(pytest.Item):
+    def __init__(self, *, group: str, env: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.group, self.env = group, env
+
+    def runtest(self) -> None:
+        result = Fresh.of(self.config).run(self.group, env=self.env)
+        if result["failed"]:
+            pytest.fail("\n".join(f"{k}:\n{v}" for k, v in result["failed"].items()), False)
+        off = set(filter(None, self.env.get("CHECKS_OFF", "").split(",")))
+        if not result["ok"] or not off <= set(result["ok"]):
+            pytest.fail(f"{self.group}: checks missing: {result}", pytrace=False)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, 0, self.name
+
+
+def _import(path: Path) -> Any:
+    """The checks script as a module (it imports nothing of vLLM at its top)."""
+    spec = importlib.util.spec_from_file_location("_vllm_checks", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _conflicts(project: Project) -> str | None:
