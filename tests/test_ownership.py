@@ -166,7 +166,7 @@ def test_replaced_examples_keep_template_tests_green_through_update(
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-3000:]
     got = _junit(tmp_path / "ours.xml")
-    template_owned = {t.partition("::")[2]: s for t, s in got.items() if "test_plugin::" in t}
+    template_owned = {t.partition("::")[2]: s for t, s in got.items() if "vllm_checks::" in t}
     fresh = ["test_in_fresh_vllm_process[loaders]", "test_in_fresh_vllm_process[idempotency]"]
     assert {"test_entry_points_resolve", *fresh} <= set(template_owned), got
     assert any(t.startswith("test_switches_in_fresh_vllm_process") for t in template_owned), got

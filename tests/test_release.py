@@ -2,14 +2,13 @@
 
 Its sdist and wheel build (hatchling, as `python -m build` in its release workflow) and pass
 `twine check --strict`; the wheel's metadata and entry points are the ones the project declares
-(the entry points its own tests/test_plugin.py expects once installed); every generated workflow
+(the entry points the test kit expects installed: pyproject.toml's); every generated workflow
 passes actionlint; release.yml publishes by trusted publishing only and refuses a tag that is not
 `v` + the version in pyproject.toml.
 """
 
 from __future__ import annotations
 
-import ast
 import configparser
 import os
 import re
@@ -64,23 +63,10 @@ def answers(project: Path) -> dict[str, Any]:
 
 
 def declared_entry_points(project: Path) -> dict[str, dict[str, str]]:
-    """The rendered tests/test_plugin.py's EXPECTED_ENTRY_POINTS (what it asserts the installed
-    package has), from its DECLARED literal."""
-    tree = ast.parse((project / "tests" / "test_plugin.py").read_text())
-    values = [
-        node.value
-        for node in tree.body
-        if isinstance(node, ast.AnnAssign | ast.Assign)
-        and any(
-            isinstance(t, ast.Name) and t.id == "DECLARED"
-            for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
-        )
-    ]
-    assert len(values) == 1, "tests/test_plugin.py has no single DECLARED = [...]"
-    groups: dict[str, dict[str, str]] = {}
-    for group, name, value in ast.literal_eval(values[0]):
-        groups.setdefault(group, {})[name] = value
-    return groups
+    """The rendered pyproject.toml's vLLM entry points (what the test kit's
+    test_entry_points_resolve asserts the installed package has)."""
+    groups = tomllib.loads((project / "pyproject.toml").read_text())["project"]["entry-points"]
+    return {g: dict(eps) for g, eps in groups.items() if g.startswith("vllm.")}
 
 
 def run(cmd: list[str], cwd: Path, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -185,7 +171,7 @@ def test_wheel_metadata(project: Path, dists: tuple[Path, Path]) -> None:
 
 @pytest.mark.parametrize("project", sorted(RENDERS), indirect=True)
 def test_wheel_entry_points(project: Path, dists: tuple[Path, Path]) -> None:
-    """The wheel's entry_points.txt is what the rendered tests/test_plugin.py expects installed
+    """The wheel's entry_points.txt is what the test kit expects installed (pyproject.toml's
     (vllm.* groups), plus the author's `entry_points` and `scripts` answers."""
     _, wheel = dists
     parser = configparser.ConfigParser(delimiters=("=",), interpolation=None)
@@ -197,7 +183,7 @@ def test_wheel_entry_points(project: Path, dists: tuple[Path, Path]) -> None:
     vllm_groups = {
         g: eps for g, eps in declared_entry_points(project).items() if g.startswith("vllm.")
     }
-    assert vllm_groups, "test_plugin.py declares no vLLM entry point"
+    assert vllm_groups, "pyproject.toml declares no vLLM entry point"
     expected = {**vllm_groups, **ans["entry_points"]}
     if ans["scripts"]:
         expected["console_scripts"] = ans["scripts"]

@@ -166,8 +166,8 @@ def test_names_users_type_come_from_the_answers(copie) -> None:
     )
     glue = (project / "src" / "acme" / "_plugin.py").read_text()
     assert '"ACME_TRACE"' in glue and "PLUGIN_TRACE" not in glue, glue
-    check = (project / "tests" / "test_plugin.py").read_text()
-    assert '"acme_texts"' in check and "acme_io_processor_acme_texts" not in check, check
+    # The test kit checks the installed entry points against pyproject.toml (above).
+    assert not (project / "tests" / "test_plugin.py").exists()
 
 
 NAME_SETS = {
@@ -311,8 +311,6 @@ def test_entry_point_names_are_answers(copie) -> None:
         "vllm.io_processor_plugins": ["acme.io"],
         "vllm.logits_processors": ["acme_ban"],
     }, names
-    declared = (project / "tests" / "test_plugin.py").read_text()
-    assert all(f'"{n}"' in declared for group in names.values() for n in group), declared
     readme = (project / "DEVELOPING.md").read_text()
     assert "VLLM_PLUGINS=acme.general,acme_device,acme-logger,acme_routes,acme.io" in readme, readme
 
