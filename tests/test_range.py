@@ -237,9 +237,10 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_quick_start_default_is_a_range_that_serves_on_cpu(
     template: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The Quick start's copy: the target (the newest, recorded) has no CPU build, so the range reaches the
-    newest release that has one; the closing message fits 100 columns and lists the commands in
-    the order they work in, the CPU install the suite runs, and README.md shows the same."""
+    """The Quick start's copy: the target (the newest, recorded) has no CPU build, so the range
+    reaches the newest release that has one; the closing message fits 100 columns and lists the
+    commands in the order they work in, the CPU install the suite runs, and README.md shows the
+    same."""
     assert not VLLM["targets"][VLLM["latest"]]["cpu_build"], "latest serves on CPU: rethink"
     project = _copy(template, tmp_path / "my-plugin", **_readme_copy_data())
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())

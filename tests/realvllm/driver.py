@@ -2,9 +2,9 @@
 
 Usage: python driver.py GROUP PROJECT_DIR... ; prints `VLLM_CHECKS {json}`.
 Each project's tests/vllm_checks.py is imported under its own name; for `loaders`, every
-project's loaders (the test kit's group) run first (vLLM's load_general_plugins() runs once, for all installed
-plugins, as in a real process) and only then the checks, so each package's laziness is judged
-before any check imports anything.
+project's loaders (the test kit's group) run first (vLLM's load_general_plugins() runs once,
+for all installed plugins, as in a real process) and only then the checks, so each package's
+laziness is judged before any check imports anything.
 """
 
 from __future__ import annotations

@@ -165,10 +165,14 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     project = parent.config.stash.get(PROJECT, None)
     if project is not None and file_path == project.root / "pyproject.toml":
         return Checks.from_parent(parent, path=file_path)
-    if project is not None and file_path == Fresh.of(parent.config).script:
-        # A checks script of the kit's table (an older template's runs its own tests).
-        if not _vllm_missing() and "pytest_vllm_plugin.checks" in file_path.read_text():
-            return FreshChecks.from_parent(parent, path=file_path)
+    # A checks script of the kit's table (an older template's runs its own tests).
+    if (
+        project is not None
+        and file_path == Fresh.of(parent.config).script
+        and not _vllm_missing()
+        and "pytest_vllm_plugin.checks" in file_path.read_text()
+    ):
+        return FreshChecks.from_parent(parent, path=file_path)
     return None
 
 
