@@ -21,7 +21,6 @@ import importlib
 import importlib.metadata
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.utils import canonicalize_name
 
 GROUP = "vllm.general_plugins"  # vllm.plugins.DEFAULT_PLUGINS_GROUP
 DATA = Path(__file__).with_name("registries.json")
@@ -43,13 +43,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503
-
-
 def _distribution(name: str) -> importlib.metadata.Distribution | None:
     for dist in importlib.metadata.distributions():
-        if _norm(dist.metadata["Name"] or "") == _norm(name):
+        if canonicalize_name(dist.metadata["Name"] or "") == canonicalize_name(name):
             return dist
     return None
 
@@ -129,12 +125,12 @@ def probe(name: str) -> dict[str, Any]:
         for reg, names in after.items()
     }
     lazy = sorted({m for names in found.values() for m in names.values() if m})
-    own = {_norm(Path(str(f)).parts[0].removesuffix(".py")) for f in dist.files or []}
+    own = {canonicalize_name(Path(str(f)).parts[0].removesuffix(".py")) for f in dist.files or []}
     result: dict[str, Any] = {
         "release": vllm.__version__,
         "registers": {reg: sorted(names) for reg, names in found.items() if names},
         "eager": [m for m in lazy if m in imported],
-        "own": sorted(m for m in imported if _norm(m.partition(".")[0]) in own),
+        "own": sorted(m for m in imported if canonicalize_name(m.partition(".")[0]) in own),
         "idempotent": [],
         "loads": {},
         "entry_points": {},

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from pytest_vllm_plugin import checks
@@ -96,7 +97,7 @@ def _find(config: pytest.Config) -> Project | None:
         meta = {}
     table = meta.get("project", {})
     name = str(config.getini("vllm_plugin") or table.get("name") or "")
-    if not name or name.lower().replace("_", "-") in VLLM_NAMES:
+    if not name or canonicalize_name(name) in VLLM_NAMES:
         return None  # nothing to check, or vLLM's own tests (the peer tier runs them so)
     try:  # the installed metadata, else what the rootdir's pyproject.toml asks for
         lines = importlib.metadata.requires(name) or []
@@ -108,7 +109,7 @@ def _find(config: pytest.Config) -> Project | None:
     for line in lines:
         with contextlib.suppress(InvalidRequirement):
             req = Requirement(line)
-            if req.name.lower().replace("_", "-") in VLLM_NAMES:
+            if canonicalize_name(req.name) in VLLM_NAMES:
                 pins.setdefault(_text(req), req)
     return Project(name, root, tuple(pins.values()))
 
