@@ -52,9 +52,32 @@ def serve_lock(wait: float = 1800.0) -> Iterator[None]:
                     raise TimeoutError(f"{LOCK} held by another serve for {wait:.0f} s") from None
                 time.sleep(1.0)
         try:
+            clear_orphan_shm()
             yield
         finally:
+            clear_orphan_shm()
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def clear_orphan_shm(shm: Path = Path("/dev/shm")) -> list[str]:
+    """Unlink vLLM CPU all-reduce segments that no live process maps; return their names.
+
+    With tensor parallelism on CPU every rank creates `/dev/shm/<ident>-tp:0-[0-1]-cpushm_<rank>`
+    (exclusively: an existing name fails the worker with "create shm in SHMManager failed.
+    errno: 17"). vLLM unlinks them only on an orderly exit, so a killed serve leaves them. Under
+    Ray the ident is the distributed port, so a leftover fails a later run that draws the same
+    port. Held under the serve lock, so no serve of ours is between creating and mapping one.
+    """
+    names = {p.name for p in shm.glob("*-cpushm_*")} if shm.is_dir() else set()
+    if not names:
+        return []
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        with contextlib.suppress(OSError):  # the process ended, or is not ours to read
+            names -= {n for n in names if f"{shm}/{n}" in maps.read_text()}
+    for name in names:
+        with contextlib.suppress(FileNotFoundError):
+            (shm / name).unlink()
+    return sorted(names)
 
 
 def free_port() -> int:
