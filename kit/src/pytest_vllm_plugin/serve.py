@@ -1,13 +1,14 @@
 """The smoke serve's harness: a real `vllm serve` of a plugin, started on 127.0.0.1 one at a
 time, with helpers to ask it things and to see what it is made of.
 
-A plugin's tests/test_smoke_serve.py keeps what depends on the plugin (its instances' checks
-and the plan's defaults) and takes the rest from here: Server (requests, metrics, the log, the
-classes the workers built, the general plugin's trace), serving() (start, wait for /health,
-stop the whole process group), the machine-wide serve lock, the effective plan (the author's
-tests/serve_plan.py completed by the defaults), Serves (the serves of a plan, one at a time),
-and the checks every plugin shares (check_output_matches_transformers,
-check_general_plugin). The tiny checkpoints come from pytest_vllm_plugin.tiny.
+A plugin's tests/test_smoke_serve.py keeps what depends on the plugin (one row per instance
+naming its check, from pytest_vllm_plugin.smoke, and the plan's defaults) and takes the rest
+from here: Server (requests, metrics, the log, the classes the workers built, the general
+plugin's trace), serving() (start, wait for /health, stop the whole process group), the
+machine-wide serve lock, the effective plan (the author's tests/serve_plan.py completed by the
+defaults), Serves (the serves of a plan, one at a time), the checks every plugin shares
+(check_output_matches_transformers, check_general_plugin), and Smoke (the test module's runs,
+fixture and skips). The tiny checkpoints come from pytest_vllm_plugin.tiny.
 """
 
 from __future__ import annotations
@@ -440,7 +441,8 @@ def effective_plan(plan: ModuleType | None, defaults: Mapping[str, dict[str, Any
     """The author's plan (a module with SERVES, NOT_SERVED, ARGS, ENV, EXPECT, each optional;
     None where there is none) and, for each instance of `defaults` it does not mention (one a
     later `copier update` added), the template's default: a serve of its own (checked for
-    vLLM's contract only), or {"not_served": why}."""
+    vLLM's contract only; "args", "env" and "model" may be left out: none, generate), or
+    {"not_served": why}."""
     serves = {name: dict(spec) for name, spec in getattr(plan, "SERVES", {}).items()}
     not_served = dict(getattr(plan, "NOT_SERVED", {}))
     args, env = dict(getattr(plan, "ARGS", {})), dict(getattr(plan, "ENV", {}))
@@ -451,8 +453,14 @@ def effective_plan(plan: ModuleType | None, defaults: Mapping[str, dict[str, Any
         if "not_served" in default:
             not_served[key] = default["not_served"]
         else:
-            serves[key] = {**default, "instances": [key], "args": [], "env": {}}
-            args[key], env[key] = default["args"], default["env"]
+            serves[key] = {
+                "model": "generate",
+                **default,
+                "instances": [key],
+                "args": [],
+                "env": {},
+            }
+            args[key], env[key] = default.get("args", []), default.get("env", {})
     return Plan(serves, not_served, args, env, dict(getattr(plan, "EXPECT", {})))
 
 
@@ -592,3 +600,96 @@ def check_general_plugin(server: Server) -> None:
     vllm_processes = {pid for pid, cmd in server.members if "resource_tracker" not in cmd}
     assert vllm_processes <= set(pids), (server.members, records)
     assert "Traceback" not in server.log(), server.log()[-5000:]
+
+
+class Smoke:
+    """A plugin's smoke test (its tests/test_smoke_serve.py), all but the per-instance rows: the
+    effective plan (the author's tests/serve_plan.py at `plan_path`, completed by `defaults`,
+    the template's plan of each instance), the serves, which check runs in which serve, and
+    each check's skips. `checks`: instance key to the check of vLLM's contract for it (a
+    function of the Server, such as partial(pytest_vllm_plugin.smoke.tool_parser, ...));
+    `not_on_cpu` and `block_cpu`: the instances that cannot serve on CPU, and those whose mere
+    installation stops every CPU serve, with why; `trace_env`: the variable that names the
+    general plugin's trace file (None: no general plugin, no "general_plugin" check);
+    `entry_points` and `script`: see Serves."""
+
+    def __init__(
+        self,
+        plan_path: Path,
+        *,
+        distribution: str,
+        defaults: Mapping[str, dict[str, Any]],
+        checks: Mapping[str, Callable[[Server], None]],
+        entry_points: list[str],
+        trace_env: str | None = None,
+        not_on_cpu: Mapping[str, str] | None = None,
+        block_cpu: Mapping[str, str] | None = None,
+        script: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.distribution, self.entry_points, self.trace_env = distribution, entry_points, trace_env
+        self.not_on_cpu, self.block_cpu = dict(not_on_cpu or {}), dict(block_cpu or {})
+        self.script, self.instances = script, list(defaults)
+        self.checks: dict[str, Callable[[Server], None]] = {
+            "output": check_output_matches_transformers,
+            **({"general_plugin": check_general_plugin} if trace_env else {}),
+            **checks,
+        }
+        # A plan written before the kit may `import tiny_model` (the template's former helper):
+        # the kit's module is the same model, the same tokens.
+        sys.modules.setdefault("tiny_model", tiny)
+        self.plan = effective_plan(load(plan_path) if plan_path.exists() else None, defaults)
+
+    def runs(self) -> list[tuple[str, str]]:
+        """(serve, check), grouped by serve so that each serve starts once: the serve's own
+        checks ("output" where the plan asks, "general_plugin"), then each instance it switches
+        on that has a contract check or an expectation of the author's (or is unknown)."""
+        found = []
+        for name, spec in self.plan.serves.items():
+            own = ["output"] if spec.get("output") else []
+            own += ["general_plugin"] if self.trace_env else []
+            checked = self.checks.keys() | self.plan.expect.keys()
+            more = [k for k in spec["instances"] if k in checked or k not in self.instances]
+            found += [(name, check) for check in own + more]
+        return found
+
+    def serves(
+        self, tmp_path_factory: pytest.TempPathFactory, config: pytest.Config
+    ) -> Iterator[Serves]:
+        """The Serves of the plan (a module-scoped fixture's body); skips every test where no
+        serve can run here (serve_target())."""
+        target = serve_target(self.distribution, self.block_cpu)
+        manager = Serves(
+            target,
+            tmp_path_factory,
+            config,
+            self.plan,
+            not_on_cpu=self.not_on_cpu,
+            entry_points=self.entry_points,
+            trace_env=self.trace_env,
+            script=self.script,
+        )
+        try:
+            yield manager
+        finally:
+            manager.close()
+
+    def run(self, name: str, check: str, serves: Serves) -> None:
+        """In the serve `name`: vLLM's contract for `check`, then the author's expectations of
+        it (EXPECT); skipped, saying why, where it cannot run here."""
+        if check not in self.instances and check not in self.checks:
+            why = "is not an instance of this plugin: drop it from tests/serve_plan.py"
+            pytest.skip(f"{check} {why}")
+        if serves.target == "cpu" and check in self.not_on_cpu:
+            pytest.skip(f"{check} cannot serve on CPU: {self.not_on_cpu[check]}")
+        instances = self.plan.serves[name]["instances"]
+        if serves.target == "cpu" and instances and all(k in self.not_on_cpu for k in instances):
+            pytest.skip(f"serve {name!r} exists for kinds that cannot serve on CPU: {instances}")
+        server = serves.get(name)
+        if check in self.checks:
+            self.checks[check](server)
+        if check in self.plan.expect:
+            self.plan.expect[check](server)
+
+    def not_served(self, instance: str) -> None:
+        """Skips, saying why the instance is not served here (the plan's NOT_SERVED)."""
+        pytest.skip(f"{instance}: {self.plan.not_served[instance]}")
