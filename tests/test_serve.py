@@ -11,7 +11,7 @@ Each kind is observed doing its job in a running server, not just loading. The s
 2. the generated smoke test (tests/test_smoke_serve.py) of a plugin with every kind, run as
    its author runs it, through its serve plan (tests/serve_plan.py): one serve with every kind
    switched on (plus one per kind that needs a checkpoint of its own), each instance checked
-   for vLLM's contract (extensions/<kind>/smoke.py.jinja) and the example's behaviour (the
+   for vLLM's contract (the kit's pytest_vllm_plugin.smoke) and the example's behaviour (the
    plan's expectations). Its greedy tokens must equal the builtin serve's. The same in each
    older CPU build, the examples' own smoke tests, and a plugin whose every example the author
    replaced, served through the author's own plan.
