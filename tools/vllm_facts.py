@@ -62,8 +62,10 @@ RECIPE_HOME = "extraction recipes live in extensions/<kind>/recipe.py"
 # What a patch may target (extensions/patch/targets/<target>/, read by the patch kind only):
 # every module, class, function and attribute of the wheel, with each function's signature.
 PATCH_TARGETS = ex.patch_targets()
-# A shard of the targets data is one module group (the first two parts of the module name, or
-# three where two make a file larger than this), so a render loads only the group it needs.
+# The targets data is cut into numbered shards of at most this many bytes, modules in name
+# order: a render loads the index and the one shard it needs. Few files matter as much as small
+# ones: copier checks the whole template out on every copy and update, and there a file costs
+# more than its bytes (one shard per module group was 708 files, a third of an all-kinds copy).
 PATCH_SHARD_BYTES = 200_000
 
 
@@ -74,34 +76,15 @@ def patch_shards(targets: dict[str, dict[str, str]]) -> dict[str, str]:
     def line(module: str) -> str:
         return json.dumps(module) + ": " + json.dumps(targets[module], separators=(",", ":"))
 
-    def group(module: str, parts: int) -> str:
-        return ".".join(module.split(".")[:parts])
-
-    def sizes(parts: int, modules: list[str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for module in modules:
-            out[group(module, parts)] = out.get(group(module, parts), 0) + len(line(module))
-        return out
-
-    shard_of: dict[str, str] = {}
-    two = sizes(2, sorted(targets))
-    for module in sorted(targets):
-        shard_of[module] = group(module, 2 if two[group(module, 2)] <= PATCH_SHARD_BYTES else 3)
-    # A group still too large (the models: hundreds of modules in one package) is cut into
-    # runs of modules in name order, each at most PATCH_SHARD_BYTES: <group>.<n>.
-    by_shard: dict[str, list[str]] = {}
-    for module, shard in shard_of.items():
-        by_shard.setdefault(shard, []).append(module)
-    for shard, modules in by_shard.items():
-        if sum(len(line(m)) for m in modules) > PATCH_SHARD_BYTES:
-            n, used = 1, 0
-            for module in modules:
-                if used and used + len(line(module)) > PATCH_SHARD_BYTES:
-                    n, used = n + 1, 0
-                used += len(line(module))
-                shard_of[module] = f"{shard}.{n}"
     files: dict[str, list[str]] = {}
-    for module, shard in shard_of.items():
+    shard_of: dict[str, str] = {}
+    shard, used = "", 0
+    for module in sorted(targets):
+        size = len(line(module)) + 2  # the separator and newline
+        if not shard or used + size > PATCH_SHARD_BYTES:
+            shard, used = f"{len(files) + 1:02d}", len("{\n\n}\n")
+        used += size
+        shard_of[module] = shard
         files.setdefault(shard, []).append(line(module))
     out = {f"{shard}.json": "{\n" + ",\n".join(lines) + "\n}\n" for shard, lines in files.items()}
     out["index.json"] = dump({"generated_by": GENERATED_BY, "modules": shard_of})
