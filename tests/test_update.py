@@ -26,7 +26,9 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import zipfile
 from collections.abc import Iterator
+from email.parser import Parser
 from pathlib import Path
 
 import copier as copier_api
@@ -779,3 +781,153 @@ def test_update_across_a_removed_api_names_it(template: Template, tmp_path: Path
         assert f"suspend takes ['{old_param}'], but vLLM {version} calls suspend({new_param})" in (
             text
         ), text[-4000:]
+
+
+# Issue 34: the packaging an author owns in the template-owned pyproject.toml, edited by hand
+# as the generated DEVELOPING.md says ("Your packaging"). PKG stands for the package's name.
+TAGGED_VERSION = {
+    'requires = ["hatchling>=1.27"]\n': 'requires = ["hatchling>=1.27", "hatch-vcs>=0.4"]\n',
+    'version = "0.1.0"\n': 'dynamic = ["version"]\n',
+    'packages = ["src/PKG"]\n': 'packages = ["src/PKG"]\n\n[tool.hatch.version]\nsource = "vcs"\n',
+}
+LATEST_PYTHON = VLLM["targets"][VLLM["latest"]]["python"]
+# A target to move from with the same Python floor as the newest: the floor's line stays the
+# template's (a vLLM that needs a newer Python rewrites it, DEVELOPING.md says).
+SAME_FLOOR = [t for t in OTHER if VLLM["targets"][t]["python"] == LATEST_PYTHON]
+
+
+def update_author_packaging(
+    template: Template, project: Path, start: str, edits: dict[str, str],
+    files: dict[str, str] | None = None,
+) -> dict[str, bytes]:  # fmt: skip
+    """A plugin generated at `start` (a recorded release, or HEAD) whose author replaced each
+    `old` of pyproject.toml by its `new` and added `files`, committed; then updated to HEAD,
+    from a release as its answers stand, from HEAD with what authors change on an update (a
+    kind and an instance added, the vLLM target moved, a new description and author), and
+    committed. Asserts that no conflict marker is left and that each edit and file is there
+    byte for byte; returns the author's files as they were."""
+    head = start == "HEAD"
+    kinds = KINDS4[:3] if head else harness.RELEASES["releases"][start]["kinds"]
+    target = SAME_FLOOR[-1] if head and SAME_FLOOR else "latest"
+    harness.copy(template, project, start, kinds=kinds, vllm_target=target)
+    package = str(harness.answers(project)["package_name"])
+    path = project / "pyproject.toml"
+    text = path.read_text()
+    edits = {old.replace("PKG", package): new.replace("PKG", package) for old, new in edits.items()}
+    for old, new in edits.items():
+        assert text.count(old) == 1, (old, text)
+        text = text.replace(old, new)
+    path.write_text(text)
+    written = {rel.replace("PKG", package): body for rel, body in (files or {}).items()}
+    for rel, body in written.items():
+        (project / rel).parent.mkdir(parents=True, exist_ok=True)
+        (project / rel).write_text(body)
+    harness.commit_all(project, "the author's packaging")
+    before = {rel: (project / rel).read_bytes() for rel in written}
+
+    if head:
+        out = harness.update(
+            project, "HEAD", kinds=[*kinds, "reasoning_parser"], vllm_target=VLLM["latest"],
+            tool_parser_names=["acme", "beta"], description="Acme's plugin, described anew.",
+            author_name="Acme Authors",
+        )  # fmt: skip
+    else:
+        out = harness.update(project, "HEAD", "--skip-answered")
+
+    assert not harness.conflict_markers(project), out
+    text = path.read_text()
+    assert [new for new in edits.values() if new not in text] == [], text
+    assert {rel: (project / rel).read_bytes() for rel in written} == before
+    if head:  # the update did change the lines beside the author's
+        assert 'description = "Acme\'s plugin, described anew."' in text, text
+        assert pin(project) == requirement(VLLM["latest"])
+    harness.commit_all(project, "updated")
+    return before
+
+
+def built_wheel(project: Path, out: Path) -> Path:
+    """The project's wheel, built as its users' pip builds it: build requirements from the
+    package index, pip's configuration isolated (requires-python not checked: this is not
+    the Python the wheel is for)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--ignore-requires-python",
+         "--wheel-dir", str(out), "."],
+        cwd=project, env=envs.isolated_pip_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = out.glob("*.whl")
+    return wheel
+
+
+def wheel_metadata(wheel: Path) -> tuple[list[str], dict[str, str]]:
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        (meta,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+        return names, dict(Parser().parsestr(zf.read(meta).decode()).items())
+
+
+def test_author_version_from_git_tags(template: Template, tmp_path: Path) -> None:
+    """Issue 34: the version from git tags (hatch-vcs) instead of the static one survives an
+    update that changes the lines around it, and the wheel built at tag v1.2.3 is 1.2.3."""
+    project = tmp_path / "plugin"
+    update_author_packaging(template, project, "HEAD", TAGGED_VERSION)
+    harness.git(project, "tag", "v1.2.3")
+
+    wheel = built_wheel(project, tmp_path / "dist")
+
+    assert wheel.name.split("-")[1] == "1.2.3", wheel.name
+    assert wheel_metadata(wheel)[1]["Version"] == "1.2.3"
+
+
+def test_author_python_floor(template: Template, tmp_path: Path) -> None:
+    """Issue 34: a Python floor above vLLM's survives an update (the target moved to one with
+    the same floor); the wheel's metadata has it, and ruff takes it as its target."""
+    project = tmp_path / "plugin"
+    floor = f'requires-python = "{LATEST_PYTHON}"\n'
+    assert LATEST_PYTHON != ">=3.13", "raise the author's floor below"
+    update_author_packaging(template, project, "HEAD", {floor: 'requires-python = ">=3.13"\n'})
+
+    assert wheel_metadata(built_wheel(project, tmp_path / "dist"))[1]["Requires-Python"] == (
+        ">=3.13"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--show-settings", "pyproject.toml"],
+        cwd=project, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "linter.unresolved_target_version = 3.13" in proc.stdout, proc.stdout
+
+
+# Another top-level package with data of its own, data in the plugin's package (nothing to
+# configure) and a file from outside the packages (hatchling's force-include).
+EXTRA_PACKAGE = {
+    'packages = ["src/PKG"]\n': (
+        'packages = ["src/PKG", "src/PKG_extra"]\n\n'
+        "[tool.hatch.build.targets.wheel.force-include]\n"
+        '"data/vocab.txt" = "PKG/data/vocab.txt"\n'
+    ),
+}
+EXTRA_FILES = {
+    "src/PKG_extra/__init__.py": '"""Shared tables of the author\'s plugins."""\n',
+    "src/PKG_extra/tables/ids.json": '{"acme": 1}\n',
+    "src/PKG/data/prompts.txt": "Say hello.\n",
+    "data/vocab.txt": "hello\nworld\n",
+}
+IN_WHEEL = ["PKG_extra/__init__.py", "PKG_extra/tables/ids.json", "PKG/data/prompts.txt",
+            "PKG/data/vocab.txt", "PKG/__init__.py"]  # fmt: skip
+
+
+@pytest.mark.parametrize("start", [next(iter(harness.RELEASES["releases"])), "HEAD"])
+def test_author_extra_package_and_package_data(
+    start: str, template: Template, tmp_path: Path
+) -> None:
+    """Issue 34: an extra top-level package and package data survive an update, from the
+    oldest recorded release and from HEAD, and are in the wheel."""
+    project = tmp_path / "plugin"
+    update_author_packaging(template, project, start, EXTRA_PACKAGE, EXTRA_FILES)
+    package = str(harness.answers(project)["package_name"])
+
+    names = wheel_metadata(built_wheel(project, tmp_path / "dist"))[0]
+
+    missing = [rel for rel in (r.replace("PKG", package) for r in IN_WHEEL) if rel not in names]
+    assert missing == [], names
