@@ -877,6 +877,16 @@ def test_author_version_from_git_tags(template: Template, tmp_path: Path) -> Non
 
     assert wheel.name.split("-")[1] == "1.2.3", wheel.name
     assert wheel_metadata(wheel)[1]["Version"] == "1.2.3"
+    # The release workflow's tag check, run as GitHub runs it: the tag is the version.
+    workflow = yaml.safe_load((project / ".github" / "workflows" / "release.yml").read_text())
+    steps = workflow["jobs"]["build"]["steps"]
+    (check,) = [s["run"] for s in steps if s.get("name") == "Check the tag against the version"]
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # tomllib's Python
+    proc = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-e", "-c", check], cwd=project, capture_output=True,
+        text=True, timeout=60, env={**os.environ, "GITHUB_REF_NAME": "v1.2.3", "PATH": path},
+    )  # fmt: skip
+    assert (proc.returncode, proc.stdout) == (0, "Releasing 1.2.3\n"), proc.stdout + proc.stderr
 
 
 def test_author_python_floor(template: Template, tmp_path: Path) -> None:
