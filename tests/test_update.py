@@ -799,13 +799,13 @@ SAME_FLOOR = [t for t in OTHER if VLLM["targets"][t]["python"] == LATEST_PYTHON]
 def update_author_packaging(
     template: Template, project: Path, start: str, edits: dict[str, str],
     files: dict[str, str] | None = None,
-) -> dict[str, bytes]:  # fmt: skip
+) -> None:  # fmt: skip
     """A plugin generated at `start` (a recorded release, or HEAD) whose author replaced each
     `old` of pyproject.toml by its `new` and added `files`, committed; then updated to HEAD,
     from a release as its answers stand, from HEAD with what authors change on an update (a
     kind and an instance added, the vLLM target moved, a new description and author), and
     committed. Asserts that no conflict marker is left and that each edit and file is there
-    byte for byte; returns the author's files as they were."""
+    byte for byte."""
     head = start == "HEAD"
     kinds = KINDS4[:3] if head else harness.RELEASES["releases"][start]["kinds"]
     target = SAME_FLOOR[-1] if head and SAME_FLOOR else "latest"
@@ -838,11 +838,10 @@ def update_author_packaging(
     text = path.read_text()
     assert [new for new in edits.values() if new not in text] == [], text
     assert {rel: (project / rel).read_bytes() for rel in written} == before
-    if head:  # the update did change the lines beside the author's
+    if head:  # the answers' lines did change
         assert 'description = "Acme\'s plugin, described anew."' in text, text
         assert pin(project) == requirement(VLLM["latest"])
     harness.commit_all(project, "updated")
-    return before
 
 
 def built_wheel(project: Path, out: Path) -> Path:
