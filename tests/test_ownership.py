@@ -50,8 +50,13 @@ def replace_examples(project: Path) -> Path:
     shutil.copy(tests / "conftest.py", originals)
     platform = (src / "platform.py").read_text() if (src / "platform.py").exists() else ""
     prefix = re.search(r'PLATFORM = f"\{__name__\}\.(\w+)Platform"', platform)
-    # The class vLLM is given for an instance: the one the template's checks name.
-    named = (tests / "vllm_checks.py").read_text() + (project / "pyproject.toml").read_text()
+    # The class vLLM is given for an instance: the one the glue's STEPS, the template's checks
+    # or the entry points name.
+    glue = src / "_plugin.py"
+    named = "".join(
+        p.read_text() for p in (glue, tests / "vllm_checks.py", project / "pyproject.toml")
+        if p.exists()
+    )  # fmt: skip
     keys = instances(project)
     for key, module in keys.items():
         kind, _, name = key.partition(":")
