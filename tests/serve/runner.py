@@ -73,7 +73,8 @@ def clear_orphan_shm(shm: Path = Path("/dev/shm")) -> list[str]:
         return []
     for maps in Path("/proc").glob("[0-9]*/maps"):
         with contextlib.suppress(OSError):  # the process ended, or is not ours to read
-            names -= {n for n in names if f"{shm}/{n}" in maps.read_text()}
+            mapped = maps.read_text()
+            names -= {n for n in names if f"{shm}/{n}" in mapped}
     for name in names:
         with contextlib.suppress(FileNotFoundError):
             (shm / name).unlink()
