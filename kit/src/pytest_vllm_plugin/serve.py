@@ -644,10 +644,10 @@ class Smoke:
         checks ("output" where the plan asks, "general_plugin"), then each instance it switches
         on that has a contract check or an expectation of the author's (or is unknown)."""
         found = []
+        checked = self.checks.keys() | self.plan.expect.keys()
         for name, spec in self.plan.serves.items():
             own = ["output"] if spec.get("output") else []
             own += ["general_plugin"] if self.trace_env else []
-            checked = self.checks.keys() | self.plan.expect.keys()
             more = [k for k in spec["instances"] if k in checked or k not in self.instances]
             found += [(name, check) for check in own + more]
         return found
