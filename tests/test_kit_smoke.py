@@ -16,9 +16,8 @@ from conftest import CATALOG, ROOT
 from realvllm import envs
 
 SMOKE = ROOT / "kit" / "src" / "pytest_vllm_plugin" / "smoke.py"
-# What a row passes beyond the kind's `instances.args` (template/tests/test_smoke_serve.py.jinja):
-# a model says whether it is pooling; a kind of one instance names its module (and class).
-EXTRA = {"model": ["pooling"]}
+# What a kind of one instance passes (template/tests/test_smoke_serve.py.jinja): its module (and
+# class); every other kind's check takes its loader-check row (`instances.args`): smoke.rows().
 ONE = {"platform": ["module"], "scheduler": ["module", "class_name"]}
 ONE["worker_extension"] = ONE["scheduler"]
 
@@ -32,8 +31,8 @@ def test_every_kind_has_a_serve_check_taking_its_rows_arguments() -> None:
         assert kind in checks, f"no pytest_vllm_plugin.smoke.{kind}"
         params = [a.arg for a in checks[kind].args.args]
         args = entry["instances"]["args"] if "instances" in entry else ONE[kind]
-        assert params[-1] == "server", (kind, params)
-        assert len(params) == len(args) + len(EXTRA.get(kind, [])) + 1, (kind, params, args)
+        assert [a.arg for a in checks[kind].args.kwonlyargs] == ["server"], (kind, params)
+        assert len(params) == len(args), (kind, params, args)
 
 
 PLAN = """\

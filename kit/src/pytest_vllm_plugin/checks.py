@@ -72,6 +72,27 @@ def root_of(script: Path) -> Path:
     return next(p for p in Path(script).resolve().parents if (p / "pyproject.toml").is_file())
 
 
+def helper(step: str, row: str | tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:
+    """A row of the general plugin's table (_plugin.py STEPS) as the glue runs it: the name of
+    its helper, then the helper's arguments. Step "kind:name" runs `_<kind>` (`_<kind>_<what>`
+    for "kind:name:what") with the name, then the row: a tuple of arguments, or the string
+    "module:Class" standing for the two arguments module and class."""
+    kind, _, name = step.partition(":")
+    name, _, what = name.partition(":")
+    args = tuple(row.split(":")) if isinstance(row, str) else tuple(row)
+    return f"_{kind}_{what}" if what else f"_{kind}", (name, *args) if name else args
+
+
+def rows(steps: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
+    """The CHECKS rows of a general plugin's STEPS: the helper's name without its "_" (so
+    check_<kind> and absent_<kind> are the step's checks), then the helper's arguments."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for step, row in steps.items():
+        name, args = helper(step, row)
+        out[step] = (name.removeprefix("_"), *args)
+    return out
+
+
 def _check(ns: Namespace, step: str, prefix: str = "check_") -> Callable[[], None]:
     kind, *args = ns["CHECKS"][step]
     return partial(ns[prefix + kind], *args)
@@ -118,12 +139,14 @@ def idempotency(ns: Namespace) -> Checks:
     def after_partial_failure() -> None:
         fresh = importlib.reload(plugin)  # an empty _done, as in a new process
         names = list(fresh.STEPS)
-        last, real = names[-1], fresh.STEPS[names[-1]]
+        last = names[-1]
+        name = helper(last, fresh.STEPS[last])[0]
+        real = getattr(fresh, name)
 
-        def fail() -> None:
+        def fail(*args: Any) -> None:
             raise RuntimeError("simulated failure")
 
-        fresh.STEPS[last] = fail
+        setattr(fresh, name, fail)  # the glue looks the helper up when it runs the step
         try:
             fresh.register()
         except RuntimeError:
@@ -131,7 +154,7 @@ def idempotency(ns: Namespace) -> Checks:
         else:
             raise AssertionError("the failing step did not raise")
         assert last not in fresh._done, "a failed step was marked done"
-        fresh.STEPS[last] = real
+        setattr(fresh, name, real)
         fresh.register()
         assert set(names) == fresh._done, fresh._done
 

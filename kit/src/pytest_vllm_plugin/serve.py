@@ -686,7 +686,7 @@ class Smoke:
             pytest.skip(f"serve {name!r} exists for kinds that cannot serve on CPU: {instances}")
         server = serves.get(name)
         if check in self.checks:
-            self.checks[check](server)
+            self.checks[check](server=server)
         if check in self.plan.expect:
             self.plan.expect[check](server)
 

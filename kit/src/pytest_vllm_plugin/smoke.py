@@ -2,19 +2,24 @@
 the plugin's class (the worker's modules, the serve's log, its config), never what the
 plugin's code does, so that each passes for any valid implementation.
 
-Each check is `<kind>(*details, server)`: the instance's details as the plugin's instance table
-gives them (name, module, class, and what the kind adds), then the running serve
-(pytest_vllm_plugin.serve.Server). A plugin's tests/test_smoke_serve.py names one row per
-instance, `partial(smoke.<kind>, *details)`, and Smoke (pytest_vllm_plugin.serve) calls it in
-the serve that switches the instance on. A check that cannot apply here skips, saying why.
+Each check is `<kind>(*details, server=server)`: the instance's details as its row of the
+plugin's loader checks gives them (tests/vllm_checks.py CHECKS: name, module, class, and what
+the kind adds), then the running serve (pytest_vllm_plugin.serve.Server). rows() turns those
+rows into these checks, so a plugin's tests/test_smoke_serve.py copies none of them; Smoke
+(pytest_vllm_plugin.serve) calls each in the serve that switches its instance on. A check that
+cannot apply here skips, saying why.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -27,13 +32,13 @@ LONG_PROMPT = list(range(3, 163))
 
 
 def model(
-    name: str, module: str, class_name: str, aliases: list[str], pooling: bool, server: Server
+    name: str, module: str, class_name: str, aliases: Sequence[str] = (), *, server: Server
 ) -> None:
     """The serve's checkpoint names the architecture (its config.json), and the worker's model
     is the plugin's class (or vLLM's pooling adapter subclassing it). A checkpoint of the
     instance's own model type is one transformers alone cannot read: the serve read it
-    through the plugin's registration. A pooling architecture (`pooling`: served with
-    --runner pooling --convert embed) answers /v1/embeddings."""
+    through the plugin's registration. A pooling architecture (served with --runner pooling
+    --convert embed) answers /v1/embeddings."""
     from transformers import LlamaConfig
 
     config = json.loads((Path(server.model) / "config.json").read_text())
@@ -48,13 +53,13 @@ def model(
         )
         assert alone.returncode != 0, "transformers alone read the plugin's model type"
         assert config["model_type"] in alone.stderr, alone.stderr[-2000:]
-    if pooling:
+    if " ".join(server.args).find("--runner pooling") >= 0:
         body = {"model": server.model, "input": ["Hello world", "this is"]}
         data = server.ok("/v1/embeddings", body)["data"]
         assert len(data) == 2 and all(d["embedding"] for d in data), data
 
 
-def tool_parser(name: str, module: str, class_name: str, server: Server) -> None:
+def tool_parser(name: str, module: str, class_name: str, *, server: Server) -> None:
     """The serve switches the parser on (--tool-call-parser NAME): a chat request offering a
     tool is answered through it, streamed and not (vLLM builds the parser for each such
     request; one that raises fails the request)."""
@@ -65,7 +70,7 @@ def tool_parser(name: str, module: str, class_name: str, server: Server) -> None
     assert server.stream_chat("What is the weather in Paris?", tools=[tool]), "nothing streamed"
 
 
-def reasoning_parser(name: str, module: str, class_name: str, server: Server) -> None:
+def reasoning_parser(name: str, module: str, class_name: str, *, server: Server) -> None:
     """The serve switches the parser on (--reasoning-parser NAME): chat requests are answered
     through it, streamed and not (vLLM builds it for each request; one that raises fails it)."""
     assert f"--reasoning-parser {name}" in " ".join(server.args), (module, class_name)
@@ -74,7 +79,7 @@ def reasoning_parser(name: str, module: str, class_name: str, server: Server) ->
 
 
 def _replaced_everywhere(
-    name: str, module: str, class_name: str, what: str, server: Server
+    name: str, module: str, class_name: str, what: str, *, server: Server
 ) -> None:
     # vLLM builds the plugin's class wherever the served model has the one it replaces (looked
     # up by class name): ours is there and vLLM's own is not; skipped where the model has none.
@@ -86,19 +91,19 @@ def _replaced_everywhere(
     assert ours and not builtin, f"vLLM's own {name} still serves: {modules}"
 
 
-def custom_op(name: str, module: str, class_name: str, server: Server) -> None:
+def custom_op(name: str, module: str, class_name: str, *, server: Server) -> None:
     """Every op of the class the instance replaces is the plugin's class in the served model
     (vLLM builds it in the op's place; a serve's "output" check shows what it computes)."""
-    _replaced_everywhere(name, module, class_name, "op", server)
+    _replaced_everywhere(name, module, class_name, "op", server=server)
 
 
-def pluggable_layer(name: str, module: str, class_name: str, server: Server) -> None:
+def pluggable_layer(name: str, module: str, class_name: str, *, server: Server) -> None:
     """Every layer of the class the instance replaces is the plugin's class in the served model
     (a serve's "output" check shows what it computes)."""
-    _replaced_everywhere(name, module, class_name, "layer", server)
+    _replaced_everywhere(name, module, class_name, "layer", server=server)
 
 
-def attention_backend(name: str, module: str, class_name: str, server: Server) -> None:
+def attention_backend(name: str, module: str, class_name: str, *, server: Server) -> None:
     """The served model's attention layers are built from the plugin's backend, vLLM's CPU
     backend NAME overridden (a serve's "output" check shows what they compute)."""
     import torch
@@ -109,7 +114,7 @@ def attention_backend(name: str, module: str, class_name: str, server: Server) -
     assert f"{module}.{class_name}" in attention, attention
 
 
-def quantization(name: str, module: str, class_name: str, server: Server) -> None:
+def quantization(name: str, module: str, class_name: str, *, server: Server) -> None:
     """The serve runs the plugin's quantization config (--quantization NAME): the front end
     built it, and the worker's linear layers were given their methods by it (a serve's
     "output" check shows what they compute)."""
@@ -119,7 +124,9 @@ def quantization(name: str, module: str, class_name: str, server: Server) -> Non
     assert f"{module}.{class_name}" in configs, configs
 
 
-def model_loader(name: str, module: str, class_name: str, replace: bool, server: Server) -> None:
+def model_loader(
+    name: str, module: str, class_name: str, replace: bool = False, *, server: Server
+) -> None:
     """The workers loaded the weights through the plugin's loader (--load-format NAME): vLLM's
     get_model_loader() knows the format only from the plugin (an unknown one stops the worker),
     and the model generates (a serve's "output" check shows the weights are the checkpoint's)."""
@@ -129,7 +136,13 @@ def model_loader(name: str, module: str, class_name: str, replace: bool, server:
 
 
 def kv_connector(
-    name: str, module: str, class_name: str, registration: str, replace: bool, server: Server
+    name: str,
+    module: str,
+    class_name: str,
+    registration: str = "registry",
+    replace: bool = False,
+    *,
+    server: Server,
 ) -> None:
     """The serve's --kv-transfer-config names the connector, vLLM created it (its log names the
     class), and a prompt longer than one KV block is served through it, twice."""
@@ -142,7 +155,13 @@ def kv_connector(
 
 
 def kv_offload_spec(
-    name: str, module: str, class_name: str, registration: str, replace: bool, server: Server
+    name: str,
+    module: str,
+    class_name: str,
+    registration: str = "registry",
+    replace: bool = False,
+    *,
+    server: Server,
 ) -> None:
     """The OffloadingConnector runs the serve's spec (its `spec_name`); a repeated prompt is
     served again with the same output."""
@@ -156,7 +175,7 @@ def kv_offload_spec(
     assert server.complete(LONG_PROMPT, max_tokens=4)["token_ids"] == first["token_ids"]
 
 
-def lora_resolver(name: str, module: str, class_name: str, server: Server) -> None:
+def lora_resolver(name: str, module: str, class_name: str, *, server: Server) -> None:
     """The API server asks its resolvers, the plugin's among them, for an adapter it has not
     loaded: the request is answered (found, or 404 when no resolver finds it), never an error
     of the server."""
@@ -167,7 +186,7 @@ def lora_resolver(name: str, module: str, class_name: str, server: Server) -> No
 
 
 def sleep_mode_backend(
-    name: str, module: str, class_name: str, replace: bool, server: Server
+    name: str, module: str, class_name: str, replace: bool = False, *, server: Server
 ) -> None:
     """The serve sleeps and wakes up through its backend (--sleep-mode-backend NAME), and
     serves after waking."""
@@ -180,7 +199,7 @@ def sleep_mode_backend(
     assert server.complete("Hello world")["token_ids"] == before
 
 
-def kv_cache_dtype(name: str, module: str, class_name: str, server: Server) -> None:
+def kv_cache_dtype(name: str, module: str, class_name: str, *, server: Server) -> None:
     """The serve started with the plugin's KV-cache dtype (--kv-cache-dtype NAME) and
     generates with it."""
     config = server.ok("/server_info?config_format=json")["vllm_config"]
@@ -188,7 +207,7 @@ def kv_cache_dtype(name: str, module: str, class_name: str, server: Server) -> N
     assert server.complete("Hello world")["token_ids"], "nothing generated"
 
 
-def platform(module: str, server: Server) -> None:
+def platform(module: str, *, server: Server) -> None:
     """vLLM ran the serve on the plugin's platform: the worker's current platform is a class of
     the plugin's platform module `module` (what its detector named), and the model answers."""
     found = server.inspect()["platform"]
@@ -196,7 +215,7 @@ def platform(module: str, server: Server) -> None:
     assert server.complete("Hello world")["token_ids"], "nothing generated"
 
 
-def stat_logger(module: str, class_name: str, server: Server) -> None:
+def stat_logger(module: str, class_name: str, *, server: Server) -> None:
     """The front end loaded the stat logger from its entry point (vLLM lists it as it loads
     the group, then builds every stat logger it found) and serves requests with it fed each
     step (a logger that raises stops the engine)."""
@@ -205,7 +224,7 @@ def stat_logger(module: str, class_name: str, server: Server) -> None:
         assert server.complete("Hello world", max_tokens=8)["token_ids"], "nothing generated"
 
 
-def endpoint(route: str, module: str, class_name: str, entry_point: str, server: Server) -> None:
+def endpoint(route: str, module: str, class_name: str, entry_point: str, *, server: Server) -> None:
     """vLLM loaded the endpoint plugin (VLLM_PLUGINS names it; vLLM logs its name) and the API
     server has its route."""
     assert f"Loaded endpoint plugin {entry_point}" in server.log(), (module, class_name)
@@ -213,7 +232,7 @@ def endpoint(route: str, module: str, class_name: str, entry_point: str, server:
     assert route in paths, sorted(paths)
 
 
-def io_processor(module: str, class_name: str, entry_point: str, server: Server) -> None:
+def io_processor(module: str, class_name: str, entry_point: str, *, server: Server) -> None:
     """The serve asks for the processor by its entry-point name (--io-processor-plugin NAME),
     vLLM found it in its group, and the pooling server it built at start-up is healthy."""
     asked = server.args[server.args.index("--io-processor-plugin") + 1]
@@ -221,7 +240,7 @@ def io_processor(module: str, class_name: str, entry_point: str, server: Server)
     assert f"- {entry_point} -> {module}" in server.log(), (class_name, server.log()[-5000:])
 
 
-def logits_processor(module: str, class_name: str, interface: str, server: Server) -> None:
+def logits_processor(module: str, class_name: str, interface: str, *, server: Server) -> None:
     """The worker's model runner built the processor (vLLM loads every installed one for a
     generative model), and requests are served with it in the batch."""
     built = server.inspect()["logits_processors"]
@@ -229,7 +248,7 @@ def logits_processor(module: str, class_name: str, interface: str, server: Serve
     assert server.complete("Hello world")["token_ids"], "nothing generated"
 
 
-def scheduler(module: str, class_name: str, server: Server) -> None:
+def scheduler(module: str, class_name: str, *, server: Server) -> None:
     """The engine core was configured with the plugin's scheduler (--scheduler-cls) and serves
     requests with it."""
     name = f"{module}.{class_name}"
@@ -238,14 +257,14 @@ def scheduler(module: str, class_name: str, server: Server) -> None:
     assert server.complete("Hello world")["token_ids"], "nothing generated"
 
 
-def worker_extension(module: str, class_name: str, server: Server) -> None:
+def worker_extension(module: str, class_name: str, *, server: Server) -> None:
     """vLLM extended every worker of the serve with the plugin's class (--worker-extension-cls):
     it is in the workers' classes."""
     worker = server.inspect()["worker"]
     assert f"{module}.{class_name}" in worker, worker
 
 
-def model_class_override(name: str, module: str, class_name: str, server: Server) -> None:
+def model_class_override(name: str, module: str, class_name: str, *, server: Server) -> None:
     """For a checkpoint of the overridden architecture, the worker's model is the plugin's
     class, not vLLM's own."""
     assert f'"{name}": "{module}:{class_name}"' in " ".join(server.args), server.args
@@ -259,8 +278,9 @@ def patch(
     name: str,
     target: str,
     module: str,
-    processes: str | list[str],
-    on_mismatch: str,
+    processes: str | list[str] = "all",
+    on_mismatch: str = "fail",
+    *,
     server: Server,
 ) -> None:
     """The trace: the patch applied in the serve's processes of the roles it names, at most
@@ -282,9 +302,36 @@ def patch(
 
 
 def ec_connector(
-    name: str, module: str, class_name: str, registration: str, replace: bool, server: Server
+    name: str,
+    module: str,
+    class_name: str,
+    registration: str = "registry",
+    replace: bool = False,
+    *,
+    server: Server,
 ) -> None:
     """No serve check yet: an encoder-cache connector acts only for multimodal requests (the
     plugin's own tests save and load encoder outputs; the loader check proves vLLM's factory
     builds it)."""
     pytest.skip(f"{name}: vLLM's contract for an encoder-cache connector has no serve check yet")
+
+
+# The kinds this module checks: its public functions but rows().
+KINDS = frozenset(
+    n
+    for n, f in dict(globals()).items()
+    if inspect.isfunction(f) and f.__module__ == __name__ and not n.startswith("_")
+) - {"rows"}
+
+
+def rows(checks: dict[str, tuple[Any, ...]]) -> dict[str, Callable[..., None]]:
+    """The serve check of each row of a plugin's loader checks (tests/vllm_checks.py CHECKS:
+    the kind, then the instance's details): this module's check of that kind with those
+    details. A row of a kind without one (the general step, a model's configuration) or
+    without details (a kind of one instance: its module and class come from the plugin's
+    test_smoke_serve.py) has none."""
+    return {
+        step: partial(globals()[kind], *args)
+        for step, (kind, *args) in checks.items()
+        if kind in KINDS and args
+    }
