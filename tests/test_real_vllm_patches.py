@@ -110,13 +110,14 @@ for process in ["EngineCore", "VllmWorker-0", "MainProcess"]:
 # The worker-only patch in an engine core: its module imported after register() (vLLM building
 # the worker in the engine core) applies it; a module loaded before register() is refused.
 multiprocessing.current_process().name = "EngineCore"
-step = importlib.reload(_plugin).STEPS["patch:time_execute_model"]
+step, args = importlib.reload(_plugin)._helper("patch:time_execute_model")
 importlib.import_module("vllm.v1.worker.gpu_worker")
-step()
-seen["worker module after"] = _plugin._ours(step.args[1], "time_execute_model") is not None
+step(*args)
+seen["worker module after"] = _plugin._ours(args[1], "time_execute_model") is not None
 _plugin.unpatch("time_execute_model")
 try:
-    importlib.reload(_plugin).STEPS["patch:time_execute_model"]()
+    step, args = importlib.reload(_plugin)._helper("patch:time_execute_model")
+    step(*args)
 except RuntimeError as e:
     seen["worker module before"] = str(e)
 print("ROLES " + json.dumps(seen))
