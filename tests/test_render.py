@@ -518,3 +518,28 @@ def test_readme_is_short_and_says_how_to_switch_each_instance_on(copie) -> None:
     assert len(readme.splitlines()) < 60 and "](DEVELOPING.md)" in readme
     developing = (project / "DEVELOPING.md").read_text()
     assert "\n## Get a vLLM\n" in developing and "\n## Update from the template\n" in developing
+
+
+def test_developing_grows_by_no_line_per_instance(copie) -> None:
+    """Issue 34: DEVELOPING.md (the template's) describes each kind once, an instance as NAME,
+    so examples/several.yml plus one instance of a general-plugin kind (model, tool parser, KV
+    connector) and of an entry-point kind (stat logger) renders it with the same lines but the
+    one that lists the entry points for VLLM_PLUGINS."""
+    answers = yaml.safe_load((ROOT / "examples" / "several.yml").read_text())
+    first = copy(copie, **answers)
+    before = (first / "DEVELOPING.md").read_text().splitlines()
+    answers["model_architectures"].append("AcmeMiniForCausalLM")
+    new_parser = {"name": "acme_new", "start_tag": "<fn>", "end_tag": "</fn>"}
+    answers["tool_parser_names"].append(new_parser)
+    path_connector = {"name": "AcmePathKVConnector", "registration": "module_path"}
+    answers["kv_connector_names"].append(path_connector)
+    answers["stat_logger_classes"].append("AcmeMoreLogger")
+    project = copy(copie, **answers)
+    assert len(instances(project)) == len(instances(first)) + 4, instances(project)
+    after = (project / "DEVELOPING.md").read_text().splitlines()
+    assert len(after) == len(before)
+    changed = [(old, new) for old, new in zip(before, after, strict=True) if old != new]
+    assert len(changed) == 1 and changed[0][1].startswith("VLLM_PLUGINS="), changed
+    assert "acme_vllm_stat_logger_acme_more_logger" in changed[0][1]
+    for name in ("AcmeMiniForCausalLM", "acme_new", "AcmePathKVConnector", "tool_parser_acme"):
+        assert name not in "\n".join(after), name
