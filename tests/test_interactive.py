@@ -202,9 +202,9 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
         "acme_parser": "acme_parser._plugin:register"
     }
     assert (dst / "src" / "acme_parser" / "tool_parser.py").is_file()
-    assert (
-        'START = "<call>"' in (dst / "src" / "acme_parser" / "tool_parser_acme_xml.py").read_text()
-    )
+    # The second parser is a variant of the first: a subclass with its own tags.
+    xml = (dst / "src" / "acme_parser" / "tool_parser_acme_xml.py").read_text()
+    assert 'start_tag = "<call>"' in xml and "(AcmeParserToolParser):" in xml, xml
     assert not (dst / "src" / "acme_parser" / "model.py").exists()
     assert elapsed < TIMEOUT, f"interactive copy took {elapsed:.0f} s"
 

@@ -262,7 +262,7 @@ def test_single_instance_keys_of_earlier_releases_still_work(tmp_path: Path) -> 
     src = project / "src" / "my_vllm_plugin"
     assert "class AcmeForCausalLM(" in (src / "model.py").read_text()
     tool_parser = (src / "tool_parser.py").read_text()
-    assert "class MyVllmPluginToolParser(" in tool_parser and 'START = "<call>"' in tool_parser
+    assert "class MyVllmPluginToolParser(" in tool_parser and 'start_tag = "<call>"' in tool_parser
     assert "class AcmeLogger(" in (src / "stat_logger.py").read_text()
 
 
