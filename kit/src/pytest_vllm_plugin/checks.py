@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import json
 import os
 import sys
 import traceback
+import types
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -69,6 +71,16 @@ def general_plugin(root: Path) -> str | None:
 def root_of(script: Path) -> Path:
     """The project folder above the script: the first with a pyproject.toml."""
     return next(p for p in Path(script).resolve().parents if (p / "pyproject.toml").is_file())
+
+
+def load(path: Path) -> types.ModuleType:
+    """A plugin's tests/vllm_checks.py as a module, from its file (it imports nothing of vLLM
+    at its top; the tests' folder need not be on sys.path, as under --import-mode=importlib)."""
+    spec = importlib.util.spec_from_file_location("_vllm_checks", path)
+    assert spec and spec.loader, path
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def helper(step: str, row: str | tuple[Any, ...]) -> tuple[str, tuple[Any, ...]]:

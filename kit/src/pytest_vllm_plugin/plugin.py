@@ -260,11 +260,7 @@ class FreshCheck(pytest.Item):
 
 def _import(path: Path) -> Any:
     """The checks script as a module (it imports nothing of vLLM at its top)."""
-    spec = importlib.util.spec_from_file_location("_vllm_checks", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return checks.load(path)
 
 
 def _conflicts(project: Project) -> str | None:
