@@ -355,6 +355,15 @@ def names_section(catalog: dict) -> list[str]:
         " parser `acme` -> `tool_parser`). An element's `module:` gives another. A kind with one"
         " instance per plugin has the module `KIND`, and a plugin updated from v0.1.0 or v0.2.0"
         " keeps that module for its first instance.",
+        "**A further instance** of `tool_parser` or `reasoning_parser` starts as a variant of the"
+        " first, not a copy: its module subclasses the first instance's class (imported by the"
+        " name the template gave it) and sets only its own tags (`start_tag` and `end_tag`,"
+        " `start_token` and `end_token`), and its test tests those tags. It depends on that"
+        " class keeping its name (its module says so); an update that adds a tool parser to a"
+        " plugin of v0.1.0 or v0.2.0, whose first parser reads module constants, writes a whole"
+        " parser instead. Every other kind's further instance is the kind's example again, to"
+        " write its own code in: its instances differ by name (and by how vLLM loads them), so a"
+        " subclass would be the first class under another name.",
         "**Entry points.** The general plugin's is the `general_entry_point` answer (default: the"
         f" package name). An instance of {', '.join(by_name)} is selected by its entry-point name,"
         " which is the instance's name as answered. Every other entry-point kind"
