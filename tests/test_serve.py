@@ -244,7 +244,7 @@ def smoke_outcome(project: Path, out: str) -> tuple[set[str], dict[str, str]]:
 
 def _literal(project: Path, name: str, file: str = "serve_plan.py") -> dict[str, Any]:
     """A module-level constant of the project's tests/serve_plan.py (the author's plan of the
-    smoke serve: SERVES, NOT_SERVED) or of its tests/test_smoke_serve.py (NOT_ON_CPU)."""
+    smoke serve: SERVES, NOT_SERVED)."""
     tree = ast.parse((project / "tests" / file).read_text())
     for node in tree.body:
         target = getattr(node, "target", None) or (getattr(node, "targets", None) or [None])[0]
@@ -255,8 +255,8 @@ def _literal(project: Path, name: str, file: str = "serve_plan.py") -> dict[str,
 
 def _excused(project: Path) -> dict[str, str]:
     """The instances a generated smoke test skips, each with its reason: not served here (the
-    plan's NOT_SERVED) or unable to serve on CPU (the harness's NOT_ON_CPU)."""
-    on_cpu = _literal(project, "NOT_ON_CPU", "test_smoke_serve.py")
+    plan's NOT_SERVED) or unable to serve on CPU (the template's plan, not_on_cpu)."""
+    on_cpu = json.loads((project / "tests" / "serve_defaults.json").read_text())["not_on_cpu"]
     return _literal(project, "NOT_SERVED") | on_cpu
 
 

@@ -607,7 +607,9 @@ class Smoke:
     effective plan (the author's tests/serve_plan.py at `plan_path`, completed by `defaults`,
     the template's plan of each instance), the serves, which check runs in which serve, and
     each check's skips. `checks`: instance key to the check of vLLM's contract for it (a
-    function of the Server, such as partial(pytest_vllm_plugin.smoke.tool_parser, ...));
+    function of the keyword `server`, such as partial(pytest_vllm_plugin.smoke.tool_parser,
+    ...)); `loader_checks`: the plugin's tests/vllm_checks.py, whose CHECKS rows give the rest
+    (pytest_vllm_plugin.smoke.rows(), read when a serve runs: collecting imports no plugin);
     `not_on_cpu` and `block_cpu`: the instances that cannot serve on CPU, and those whose mere
     installation stops every CPU serve, with why; `trace_env`: the variable that names the
     general plugin's trace file (None: no general plugin, no "general_plugin" check);
@@ -619,7 +621,8 @@ class Smoke:
         *,
         distribution: str,
         defaults: Mapping[str, dict[str, Any]],
-        checks: Mapping[str, Callable[[Server], None]],
+        checks: Mapping[str, Callable[..., None]] | None = None,
+        loader_checks: Path | None = None,
         entry_points: list[str],
         trace_env: str | None = None,
         not_on_cpu: Mapping[str, str] | None = None,
@@ -632,8 +635,9 @@ class Smoke:
         self.checks: dict[str, Callable[[Server], None]] = {
             "output": check_output_matches_transformers,
             **({"general_plugin": check_general_plugin} if trace_env else {}),
-            **checks,
+            **(checks or {}),
         }
+        self.loader_checks = loader_checks
         # A plan written before the kit may `import tiny_model` (the template's former helper):
         # the kit's module is the same model, the same tokens.
         sys.modules.setdefault("tiny_model", tiny)
@@ -645,6 +649,10 @@ class Smoke:
         on that has a contract check or an expectation of the author's (or is unknown)."""
         found = []
         checked = self.checks.keys() | self.plan.expect.keys()
+        if self.loader_checks:  # the instances of a kind the kit checks (smoke.rows())
+            from pytest_vllm_plugin.smoke import KINDS
+
+            checked |= {k for k in self.instances if k.partition(":")[0] in KINDS}
         for name, spec in self.plan.serves.items():
             own = ["output"] if spec.get("output") else []
             own += ["general_plugin"] if self.trace_env else []
@@ -676,6 +684,12 @@ class Smoke:
     def run(self, name: str, check: str, serves: Serves) -> None:
         """In the serve `name`: vLLM's contract for `check`, then the author's expectations of
         it (EXPECT); skipped, saying why, where it cannot run here."""
+        if self.loader_checks and check not in self.checks:
+            from pytest_vllm_plugin import checks, smoke
+
+            rows = smoke.rows(checks.load(self.loader_checks).CHECKS)
+            self.checks |= {k: v for k, v in rows.items() if k not in self.checks}
+            self.loader_checks = None  # read once
         if check not in self.instances and check not in self.checks:
             why = "is not an instance of this plugin: drop it from tests/serve_plan.py"
             pytest.skip(f"{check} {why}")
