@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -543,3 +544,45 @@ def test_developing_grows_by_no_line_per_instance(copie) -> None:
     assert "acme_vllm_stat_logger_acme_more_logger" in changed[0][1]
     for name in ("AcmeMiniForCausalLM", "acme_new", "AcmePathKVConnector", "tool_parser_acme"):
         assert name not in "\n".join(after), name
+
+
+def _template_owned(project: Path) -> dict[str, list[str]]:
+    """The lines of each file the template owns (copier.yml `_skip_if_exists` lists the
+    author's; the answers file is copier's record)."""
+    package = str(yaml.safe_load((project / ".copier-answers.yml").read_text())["package_name"])
+    authors = (f"src/{package}/[!_]*.py", "tests/test_*.py", "tests/serve_plan.py", "csrc/[!_]*",
+               "README.md", f"src/{package}/__init__.py", ".copier-answers.yml")  # fmt: skip
+    ours = ("tests/test_plugin.py", "tests/test_smoke_serve.py", f"src/{package}/settings.py")
+    files = {
+        str(p.relative_to(project)): p for p in project.rglob("*")
+        if p.is_file() and ".git" not in p.relative_to(project).parts
+    }  # fmt: skip
+    return {
+        rel: p.read_text().splitlines() for rel, p in files.items()
+        if rel in ours or not any(Path(rel).match(a) or fnmatch(rel, a) for a in authors)
+    }  # fmt: skip
+
+
+def test_the_template_owns_a_small_glue_and_one_row_per_instance(copie) -> None:
+    """Issue 34: the default four-kind plugin's template-owned Python under src/ and tests/ is
+    at most 350 lines, its _plugin.py at most 90; examples/several.yml plus one instance of a
+    general-plugin kind grows the template's files by at most 2 lines (the glue's STEPS row
+    and the instance's line of tests/serve_defaults.json)."""
+    four = copy(copie, kinds=["general", "model", "tool_parser", "reasoning_parser"])
+    owned = _template_owned(four)
+    python = {f: n for f, n in owned.items() if f.endswith(".py") and f[:4] in ("src/", "test")}
+    glue = owned["src/my_vllm_plugin/_plugin.py"]
+    assert len(glue) <= 90, len(glue)
+    assert sum(map(len, python.values())) <= 350, {f: len(n) for f, n in python.items()}
+    answers = yaml.safe_load((ROOT / "examples" / "several.yml").read_text())
+    before = _template_owned(copy(copie, **answers))
+    more = {
+        "model_architectures": "AcmeMiniForCausalLM",
+        "tool_parser_names": {"name": "acme_new", "start_tag": "<fn>", "end_tag": "</fn>"},
+        "reasoning_parser_names": {"name": "acme_new", "start_tag": "<r>", "end_tag": "</r>"},
+        "kv_connector_names": "AcmeNewKVConnector",
+    }
+    for key, element in more.items():
+        after = _template_owned(copy(copie, **{**answers, key: [*answers[key], element]}))
+        grown = {f: len(after[f]) - len(before.get(f, [])) for f in after}
+        assert sum(grown.values()) <= 2, (key, {f: n for f, n in grown.items() if n})
