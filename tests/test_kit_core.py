@@ -6,6 +6,7 @@ vLLM faked where a test needs one (a dist-info folder for its version, a module 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import os
 import subprocess
 import sys
@@ -209,14 +210,28 @@ import os
 
 DISABLE_ENV = "ACME_DISABLE"
 _done = set()
-STEPS = {name: lambda: None for name in ("general", "model:A", "model:B", "parser:x")}
+STEPS = {"general": (), "model:A": "acme.a:A", "model:B": ("acme.b", "B"), "parser:x": "acme.x:X"}
+
+
+def _general():
+    pass
+
+
+def _model(name, module, class_name):
+    assert (name, module, class_name) in {("A", "acme.a", "A"), ("B", "acme.b", "B")}
+
+
+def _parser(name, module, class_name):
+    pass
 
 
 def register():
     off = set(os.environ.get(DISABLE_ENV, "").split(","))
-    for name, step in STEPS.items():
+    for name, row in STEPS.items():
         if name not in _done and name not in off and name.split(":")[0] not in off:
-            step()
+            kind, _, step = name.partition(":")
+            args = tuple(row.split(":")) if isinstance(row, str) else row
+            globals()["_" + kind](*((step, *args) if step else args))
             _done.add(name)
 """
 TABLE = """\
@@ -289,3 +304,27 @@ def test_the_kit_runs_a_checks_table(tmp_path: Path, monkeypatch: pytest.MonkeyP
     out = proc.stdout + proc.stderr
     assert "FAILED tests/vllm_checks.py::test_in_fresh_vllm_process[loaders]" in out, out
     assert "model:B:\nTraceback" in out and "AssertionError: model:B" in out, out
+
+
+def test_rows_read_a_steps_table_as_the_glue_runs_it() -> None:
+    """checks.rows(): a STEPS row is the helper's arguments after the step's name, a string
+    "module:Class" standing for two; "kind:name:what" runs the helper _<kind>_<what>."""
+    path = Path(__file__).parents[1] / "kit" / "src" / "pytest_vllm_plugin" / "checks.py"
+    spec = importlib.util.spec_from_file_location("kit_checks", path)
+    assert spec and spec.loader
+    kit = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(kit)
+    helper, rows = kit.helper, kit.rows
+    steps = {
+        "general": (),
+        "model:A": "acme.model_a:A",
+        "model:A:config": ("a_type", "acme.config_a", "AConfig", False),
+        "kv_connector:K": ("acme.kv", "K", "module_path"),
+    }
+    assert rows(steps) == {
+        "general": ("general",),
+        "model:A": ("model", "A", "acme.model_a", "A"),
+        "model:A:config": ("model_config", "A", "a_type", "acme.config_a", "AConfig", False),
+        "kv_connector:K": ("kv_connector", "K", "acme.kv", "K", "module_path"),
+    }
+    assert helper("model:A:config", steps["model:A:config"])[0] == "_model_config"
