@@ -137,6 +137,31 @@ def test_several_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     assert ok == expected, ok ^ expected
 
 
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
+def test_an_authors_own_step_is_run_and_checked(target: str, rendered, tmp_path: Path) -> None:
+    """Issue 34: a class the author adds the way vLLM plugins do, one line in the author's
+    steps.py (no template-owned file edited), is registered by the glue and covered by the
+    kit's checks: vLLM's loaders in a fresh process, idempotency, laziness and the switches."""
+    import shutil
+
+    project = tmp_path / "acme"
+    shutil.copytree(rendered(kinds=["general", "tool_parser"], project_name="acme",
+                             vllm_target=target), project)  # fmt: skip
+    src = project / "src" / "acme"
+    (src / "tool_parser_json.py").write_text(
+        '"""The author\'s second parser: the first, with other tags."""\n\n'
+        "from acme.tool_parser import AcmeToolParser\n\n\n"
+        "class AcmeJsonToolParser(AcmeToolParser):\n"
+        '    start_tag = "<json>"\n    end_tag = "</json>"\n'
+    )
+    steps = src / "steps.py"
+    row = '    "tool_parser:acme_json": "acme.tool_parser_json:AcmeJsonToolParser",\n'
+    steps.write_text(steps.read_text().replace("] = {}\n", "] = {\n" + row + "}\n"))
+    assert "acme_json" in steps.read_text()
+    ok = _suite_loaders_and_lint(envs.ensure(target), project, tmp_path / "site")
+    assert ok == {"general", "tool_parser:acme", "tool_parser:acme_json", "lazy"}, ok
+
+
 @pytest.fixture(scope="module")
 def range_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """examples/range.yml rendered once: the one package every release of its range runs."""
