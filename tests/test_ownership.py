@@ -155,8 +155,8 @@ def test_replaced_examples_keep_template_tests_green_through_update(
     originals = replace_examples(project)
     harness.commit_all(project, "the author's code")
     before = harness.author_owned(project)
-    # + switches.py, the serve plan, README.md and the package's __init__.py
-    assert len(before) == 2 * len(instances(project)) + 4, sorted(before)
+    # + switches.py, steps.py, the serve plan, README.md and the package's __init__.py
+    assert len(before) == 2 * len(instances(project)) + 5, sorted(before)
 
     out = harness.update(project, "HEAD")
 

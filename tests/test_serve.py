@@ -515,7 +515,8 @@ def test_replaced_examples_serve_through_the_authors_plan(
     passed, skipped = smoke_outcome(project, out)
     keys = set(instances(project)) - {"general"}
     not_served = {k for k in keys if k.partition(":")[0] in NOT_SERVED}
-    on_cpu = set(_literal(project, "NOT_ON_CPU", "test_smoke_serve.py")) & keys
+    plan = json.loads((project / "tests" / "serve_defaults.json").read_text())
+    on_cpu = set(plan["not_on_cpu"]) & keys
     assert not_served <= set(skipped), (not_served, skipped)
     assert {skipped[k] for k in not_served} == {NOT_SERVED[k.partition(":")[0]] for k in not_served}
     assert on_cpu <= set(skipped), (on_cpu, skipped)

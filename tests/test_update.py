@@ -49,8 +49,8 @@ OTHER = sorted(t for t in VLLM["targets"] if t != VLLM["latest"])
 
 
 def test_ownership_patterns_match_exactly_the_kind_files() -> None:
-    """Author-owned = the per-instance files, switches.py, tests/serve_plan.py, README.md and
-    the package's __init__.py, nothing else the template writes. A template-owned
+    """Author-owned = the per-instance files, switches.py, steps.py, tests/serve_plan.py,
+    README.md and the package's __init__.py, nothing else the template writes. A template-owned
     tests/test_*.py must be negated in copier.yml, or updates would never refresh it."""
     settings = harness.copier_settings()
     replay_only = [m[1] for e in settings["_exclude"] if (m := harness.REPLAY_ONLY.fullmatch(e))]
@@ -62,9 +62,11 @@ def test_ownership_patterns_match_exactly_the_kind_files() -> None:
         out = out.replace("{{ package_name }}", package)
         if not path.is_file() or "{% yield" in rel:
             continue
-        # the author's switches, serve plan, README (the PyPI page) and package, created once
+        # the author's switches and steps, serve plan, README (the PyPI page) and package,
+        # created once
         if out in (
             f"src/{package}/switches.py",
+            f"src/{package}/steps.py",
             "tests/serve_plan.py",
             "README.md",
             f"src/{package}/__init__.py",

@@ -9,7 +9,6 @@ transformers), with the kit of this working tree installed beside it.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import subprocess
@@ -20,14 +19,10 @@ from realvllm import envs
 
 
 def smoke_script(project: Path) -> dict[str, Any]:
-    """What `project`'s smoke serve has its tiny model say by default: the SCRIPT constant of
-    its tests/test_smoke_serve.py (its first parsers' tags)."""
-    tree = ast.parse((project / "tests" / "test_smoke_serve.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", "") == "SCRIPT":
-            assert node.value is not None
-            return ast.literal_eval(node.value)
-    raise AssertionError(f"no SCRIPT in {project}/tests/test_smoke_serve.py")
+    """What `project`'s smoke serve has its tiny model say by default: the template's plan's
+    "script" (tests/serve_defaults.json: its first parsers' tags)."""
+    plan = json.loads((project / "tests" / "serve_defaults.json").read_text())
+    return dict(plan["script"])
 
 
 def build(env: envs.VllmEnv, project: Path, dest: Path, architecture: str | None = None) -> Path:
