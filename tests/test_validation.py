@@ -225,10 +225,21 @@ ROWS: list[Row] = [
     # The alias that clashes is named, not the element's first one (issue 36's defect).
     Row(
         "model_architectures",
-        [{"name": "EagleQ1MTP", "aliases": ["Q1MtpRecursive", "Q1MTPRecursive"]}],
+        [{"name": "EagleQ1MTP", "aliases": ["Q1MtpRecursive", "B", "Q1MtpRecursive"]}],
         "is named twice",
         MODEL,
-        shown="'Q1MTPRecursive'",
+        shown="'Q1MtpRecursive'",
+    ),
+    # Names that differ only in case are two keys of vLLM's ModelRegistry, but they snake-case to
+    # one module file (one file on a case-insensitive file system): refused at the module, with
+    # both names (issue 36).
+    Row(
+        "model_architectures",
+        ["Q1MtpRec", "Q1MTPRec"],
+        "'Q1MTPRec' and 'Q1MtpRec' must not share its module model_q1_mtp_rec.py",
+        MODEL,
+        shown="'model_q1_mtp_rec'",
+        detail=True,
     ),
     Row(
         "model_architectures",
@@ -1153,6 +1164,15 @@ def test_valid_edge_answers_are_accepted(template: Path, tmp_path: Path) -> None
     for cmd in ([ruff, "check", "-q", "."], [ruff, "format", "-q", "--check", "."]):
         proc = subprocess.run(cmd, cwd=tmp_path / "p", capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_aliases_that_differ_only_in_case_are_accepted(template: Path, tmp_path: Path) -> None:
+    """vLLM's ModelRegistry keys architectures case-sensitively (`self.models[model_arch]`), and
+    an alias writes no file of its own: two aliases that differ only in case are two names."""
+    arch = {"name": "EagleQ1MTP", "aliases": ["Q1MtpRecursive", "Q1MTPRecursive"]}
+    data = single_target({"kinds": ["model"], "model_architectures": [arch]})
+    worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
+    assert worker.answers.combined["model_architectures"] == [arch]
 
 
 def test_defaults_never_collide_with_builtins(template: Path, tmp_path: Path) -> None:

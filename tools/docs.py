@@ -254,7 +254,8 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
         " is a lower-case Python name shared with no other instance of any kind, and not"
         " `settings`, `switches` or a kind id; each class (default "
         f"`{spec['class']}`, {{prefix}} = the name in CapWords) is shared with no other instance",
-        "no name twice (ignoring case)",
+        "no name twice, compared as written (vLLM's registries are case-sensitive; names that"
+        " differ only in case but snake-case to one module are refused at the module)",
     ]
     if spec.get("stand_down"):
         lines.append(
