@@ -252,7 +252,7 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
         f"{keys} (an unknown key, or an element that is neither, is refused)",
         f"each element's module (default `{kind}_<name in snake case>`, src/<package>/<module>.py)"
         " is a lower-case Python name shared with no other instance of any kind, and not"
-        " `settings`, `switches` or a kind id; each class (default "
+        " `settings`, `steps`, `switches` or a kind id; each class (default "
         f"`{spec['class']}`, {{prefix}} = the name in CapWords) is shared with no other instance",
         "no name twice, compared as written (vLLM's registries are case-sensitive; names that"
         " differ only in case but snake-case to one module are refused at the module)",
