@@ -489,10 +489,14 @@ current_platform.device_type  # vLLM picks its platform (platform plugins) befor
 from {pkg} import _plugin
 
 report = {{}}
-for name, step in _plugin.STEPS.items():
+for name, row in _plugin.STEPS.items():  # as register() runs a row: _<kind>(name, *row)
+    kind, _, step = name.partition(":")
+    step, _, what = step.partition(":")
+    args = tuple(row.split(":")) if isinstance(row, str) else tuple(row)
+    helper = getattr(_plugin, f"_{{kind}}_{{what}}" if what else f"_{{kind}}")
     before = set(sys.modules)
     start = time.perf_counter()
-    step()
+    helper(*((step, *args) if step else args))
     ms = (time.perf_counter() - start) * 1000
     new = sorted(set(sys.modules) - before)
     own = [m for m in new if m == "{pkg}" or m.startswith("{pkg}.")]
