@@ -481,7 +481,7 @@ def bench_serve(env: envs.VllmEnv, plugin: Plugin, work: Path, pairs: int) -> tu
 
 
 PROBE = r"""
-import json, sys, time
+import importlib, json, sys, time
 import vllm  # noqa: F401
 from vllm.platforms import current_platform
 
@@ -494,6 +494,10 @@ for name, row in _plugin.STEPS.items():  # as register() runs a row: _<kind>(nam
     step, _, what = step.partition(":")
     args = tuple(row.split(":")) if isinstance(row, str) else tuple(row)
     helper = getattr(_plugin, f"_{{kind}}_{{what}}" if what else f"_{{kind}}")
+    # A step that waits runs once vLLM imports its module: imported first, as vLLM would.
+    waits = getattr(_plugin, "AFTER_IMPORT", {{}}).get(name) or getattr(helper, "after_import", 0)
+    if waits:
+        importlib.import_module(waits)
     before = set(sys.modules)
     start = time.perf_counter()
     helper(*((step, *args) if step else args))
