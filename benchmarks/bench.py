@@ -487,20 +487,19 @@ from vllm.platforms import current_platform
 
 current_platform.device_type  # vLLM picks its platform (platform plugins) before plugins run
 from {pkg} import _plugin
+from pytest_vllm_plugin.checks import helper
 
 report = {{}}
-for name, row in _plugin.STEPS.items():  # as register() runs a row: _<kind>(name, *row)
-    kind, _, step = name.partition(":")
-    step, _, what = step.partition(":")
-    args = tuple(row.split(":")) if isinstance(row, str) else tuple(row)
-    helper = getattr(_plugin, f"_{{kind}}_{{what}}" if what else f"_{{kind}}")
+for name, row in _plugin.STEPS.items():  # as register() runs a row (the kit's rule)
+    helper_name, args = helper(name, row)
+    step = getattr(_plugin, helper_name)
     # A step that waits runs once vLLM imports its module: imported first, as vLLM would.
-    waits = getattr(_plugin, "AFTER_IMPORT", {{}}).get(name) or getattr(helper, "after_import", 0)
+    waits = getattr(_plugin, "AFTER_IMPORT", {{}}).get(name) or getattr(step, "after_import", 0)
     if waits:
         importlib.import_module(waits)
     before = set(sys.modules)
     start = time.perf_counter()
-    helper(*((step, *args) if step else args))
+    step(*args)
     ms = (time.perf_counter() - start) * 1000
     new = sorted(set(sys.modules) - before)
     own = [m for m in new if m == "{pkg}" or m.startswith("{pkg}.")]

@@ -74,9 +74,10 @@ def root_of(script: Path) -> Path:
 
 
 def load(path: Path) -> types.ModuleType:
-    """A plugin's tests/vllm_checks.py as a module, from its file (it imports nothing of vLLM
-    at its top; the tests' folder need not be on sys.path, as under --import-mode=importlib)."""
-    spec = importlib.util.spec_from_file_location("_vllm_checks", path)
+    """The module at `path`, by path: a plugin's tests folder is not a package, and pytest may
+    not put it on sys.path (--import-mode=importlib). The kit reads the plugin's
+    tests/vllm_checks.py (which imports nothing of vLLM at its top) and tests/serve_plan.py so."""
+    spec = importlib.util.spec_from_file_location(f"_vllm_plugin_{path.stem}", path)
     assert spec and spec.loader, path
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

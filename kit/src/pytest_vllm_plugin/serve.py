@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from pytest_vllm_plugin import tiny
+from pytest_vllm_plugin.checks import load
 
 # One serve at a time on a machine (each needs about 3 GB): every serve takes this lock. The
 # name is the one plugins generated before the kit used, so that they and these share it.
@@ -109,16 +110,6 @@ else:
     current_platform.import_kernels()
     print("cpu" if hasattr(torch.ops._C, "init_cpu_memory_env") else "none")
 """
-
-
-def load(path: Path) -> ModuleType:
-    """The module at `path`, by path: a plugin's tests folder is not a package, and pytest may
-    not put it on sys.path (how the harness reads the author's tests/serve_plan.py)."""
-    spec = importlib.util.spec_from_file_location(f"_smoke_{path.stem}", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def vllm_command() -> str | None:
@@ -685,9 +676,9 @@ class Smoke:
         """In the serve `name`: vLLM's contract for `check`, then the author's expectations of
         it (EXPECT); skipped, saying why, where it cannot run here."""
         if self.loader_checks and check not in self.checks:
-            from pytest_vllm_plugin import checks, smoke
+            from pytest_vllm_plugin import smoke
 
-            rows = smoke.rows(checks.load(self.loader_checks).CHECKS)
+            rows = smoke.rows(load(self.loader_checks).CHECKS)
             self.checks |= {k: v for k, v in rows.items() if k not in self.checks}
             self.loader_checks = None  # read once
         if check not in self.instances and check not in self.checks:
