@@ -566,8 +566,9 @@ def _template_owned(project: Path) -> dict[str, list[str]]:
 def test_the_template_owns_a_small_glue_and_one_row_per_instance(copie) -> None:
     """Issue 34: the default four-kind plugin's template-owned Python under src/ and tests/ is
     at most 350 lines, its _plugin.py at most 90; examples/several.yml plus one instance of a
-    general-plugin kind grows the template's files by at most 2 lines (the glue's STEPS row
-    and the instance's line of tests/serve_defaults.json)."""
+    kind grows the template's files by at most 2 lines: the glue's STEPS row (its entry point in
+    pyproject.toml where vLLM loads it from one) and the instance's line of tests/instances.json.
+    A custom op takes a third, the vLLM module its step waits for (AFTER_IMPORT)."""
     four = copy(copie, kinds=["general", "model", "tool_parser", "reasoning_parser"])
     owned = _template_owned(four)
     python = {f: n for f, n in owned.items() if f.endswith(".py") and f[:4] in ("src/", "test")}
@@ -581,8 +582,14 @@ def test_the_template_owns_a_small_glue_and_one_row_per_instance(copie) -> None:
         "tool_parser_names": {"name": "acme_new", "start_tag": "<fn>", "end_tag": "</fn>"},
         "reasoning_parser_names": {"name": "acme_new", "start_tag": "<r>", "end_tag": "</r>"},
         "kv_connector_names": "AcmeNewKVConnector",
+        "stat_logger_classes": "AcmeNewLogger",
+        "endpoint_paths": "/v1/acme/new",
+        "io_processor_names": "acme_new",
+        "logits_processor_classes": "AcmeBanNew",
+        "custom_op_names": "GeluAndMul",
     }
     for key, element in more.items():
         after = _template_owned(copy(copie, **{**answers, key: [*answers[key], element]}))
         grown = {f: len(after[f]) - len(before.get(f, [])) for f in after}
-        assert sum(grown.values()) <= 2, (key, {f: n for f, n in grown.items() if n})
+        limit = 3 if key == "custom_op_names" else 2
+        assert sum(grown.values()) <= limit, (key, {f: n for f, n in grown.items() if n})

@@ -256,7 +256,8 @@ def _literal(project: Path, name: str, file: str = "serve_plan.py") -> dict[str,
 def _excused(project: Path) -> dict[str, str]:
     """The instances a generated smoke test skips, each with its reason: not served here (the
     plan's NOT_SERVED) or unable to serve on CPU (the template's plan, not_on_cpu)."""
-    on_cpu = json.loads((project / "tests" / "serve_defaults.json").read_text())["not_on_cpu"]
+    lines = json.loads((project / "tests" / "instances.json").read_text())["instances"]
+    on_cpu = {key: line["not_on_cpu"] for key, line in lines.items() if "not_on_cpu" in line}
     return _literal(project, "NOT_SERVED") | on_cpu
 
 
@@ -515,8 +516,8 @@ def test_replaced_examples_serve_through_the_authors_plan(
     passed, skipped = smoke_outcome(project, out)
     keys = set(instances(project)) - {"general"}
     not_served = {k for k in keys if k.partition(":")[0] in NOT_SERVED}
-    plan = json.loads((project / "tests" / "serve_defaults.json").read_text())
-    on_cpu = set(plan["not_on_cpu"]) & keys
+    lines = json.loads((project / "tests" / "instances.json").read_text())["instances"]
+    on_cpu = {key for key, line in lines.items() if "not_on_cpu" in line} & keys
     assert not_served <= set(skipped), (not_served, skipped)
     assert {skipped[k] for k in not_served} == {NOT_SERVED[k.partition(":")[0]] for k in not_served}
     assert on_cpu <= set(skipped), (on_cpu, skipped)

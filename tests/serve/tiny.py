@@ -20,8 +20,8 @@ from realvllm import envs
 
 def smoke_script(project: Path) -> dict[str, Any]:
     """What `project`'s smoke serve has its tiny model say by default: the template's plan's
-    "script" (tests/serve_defaults.json: its first parsers' tags)."""
-    plan = json.loads((project / "tests" / "serve_defaults.json").read_text())
+    "script" (tests/instances.json: its first parsers' tags)."""
+    plan = json.loads((project / "tests" / "instances.json").read_text())
     return dict(plan["script"])
 
 

@@ -105,6 +105,14 @@ def rows(steps: dict[str, Any]) -> dict[str, tuple[Any, ...]]:
     return out
 
 
+def table(path: Path) -> dict[str, tuple[Any, ...]]:
+    """The CHECKS rows of the instances vLLM loads from an entry point or a config hook (not
+    the general plugin's STEPS): the "check" of each line of the JSON table at `path` (a
+    generated plugin's tests/instances.json), after the kind its key starts with."""
+    lines = json.loads(Path(path).read_text())["instances"]
+    return {k: (k.partition(":")[0], *v["check"]) for k, v in lines.items() if "check" in v}
+
+
 def _check(ns: Namespace, step: str, prefix: str = "check_") -> Callable[[], None]:
     kind, *args = ns["CHECKS"][step]
     return partial(ns[prefix + kind], *args)

@@ -593,6 +593,13 @@ def check_general_plugin(server: Server) -> None:
     assert "Traceback" not in server.log(), server.log()[-5000:]
 
 
+def vllm_entry_points(distribution: str) -> list[str]:
+    """The names of the installed `distribution`'s vllm.* entry points (what VLLM_PLUGINS lists
+    for a serve that loads every plugin of the package)."""
+    eps = importlib.metadata.distribution(distribution).entry_points
+    return sorted({e.name for e in eps if e.group.startswith("vllm.")})
+
+
 class Smoke:
     """A plugin's smoke test (its tests/test_smoke_serve.py), all but the per-instance rows: the
     effective plan (the author's tests/serve_plan.py at `plan_path`, completed by `defaults`,
@@ -604,24 +611,44 @@ class Smoke:
     `not_on_cpu` and `block_cpu`: the instances that cannot serve on CPU, and those whose mere
     installation stops every CPU serve, with why; `trace_env`: the variable that names the
     general plugin's trace file (None: no general plugin, no "general_plugin" check);
-    `entry_points` and `script`: see Serves."""
+    `entry_points` and `script`: see Serves (entry_points left out: every vllm.* entry point of
+    the installed `distribution`). `instances`: a JSON table (a generated plugin's
+    tests/instances.json) that gives `defaults`, `not_on_cpu`, `block_cpu` and `script` at
+    once: {"instances": {key: {"serve": default, "not_on_cpu": why, "block_cpu": why}},
+    "script": {...}}, each key of a line optional."""
 
     def __init__(
         self,
         plan_path: Path,
         *,
         distribution: str,
-        defaults: Mapping[str, dict[str, Any]],
+        instances: Path | None = None,
+        defaults: Mapping[str, dict[str, Any]] | None = None,
         checks: Mapping[str, Callable[..., None]] | None = None,
         loader_checks: Path | None = None,
-        entry_points: list[str],
+        entry_points: list[str] | None = None,
         trace_env: str | None = None,
         not_on_cpu: Mapping[str, str] | None = None,
         block_cpu: Mapping[str, str] | None = None,
         script: Mapping[str, Any] | None = None,
     ) -> None:
+        defaults, not_on_cpu, block_cpu = (
+            dict(defaults or {}),
+            dict(not_on_cpu or {}),
+            dict(block_cpu or {}),
+        )
+        if instances is not None:
+            table = json.loads(Path(instances).read_text())
+            for key, line in table["instances"].items():
+                if "serve" in line:
+                    defaults.setdefault(key, line["serve"])
+                if "not_on_cpu" in line:
+                    not_on_cpu.setdefault(key, line["not_on_cpu"])
+                if "block_cpu" in line:
+                    block_cpu.setdefault(key, line["block_cpu"])
+            script = table.get("script") if script is None else script
         self.distribution, self.entry_points, self.trace_env = distribution, entry_points, trace_env
-        self.not_on_cpu, self.block_cpu = dict(not_on_cpu or {}), dict(block_cpu or {})
+        self.not_on_cpu, self.block_cpu = not_on_cpu, block_cpu
         self.script, self.instances = script, list(defaults)
         self.checks: dict[str, Callable[[Server], None]] = {
             "output": check_output_matches_transformers,
@@ -663,7 +690,9 @@ class Smoke:
             config,
             self.plan,
             not_on_cpu=self.not_on_cpu,
-            entry_points=self.entry_points,
+            entry_points=vllm_entry_points(self.distribution)
+            if self.entry_points is None
+            else self.entry_points,
             trace_env=self.trace_env,
             script=self.script,
         )
