@@ -593,3 +593,45 @@ def test_the_template_owns_a_small_glue_and_one_row_per_instance(copie) -> None:
         grown = {f: len(after[f]) - len(before.get(f, [])) for f in after}
         limit = 3 if key == "custom_op_names" else 2
         assert sum(grown.values()) <= limit, (key, {f: n for f, n in grown.items() if n})
+
+
+def _signatures(path: Path, prefix: str) -> dict[str, list[tuple[str, Any]]]:
+    """{kind: [(parameter, default or ...)]} of the module's functions named prefix + kind."""
+    found = {}
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.FunctionDef) and node.name.startswith(prefix):
+            params = node.args.args
+            defaults = [...] * (len(params) - len(node.args.defaults)) + [
+                ast.literal_eval(d) for d in node.args.defaults
+            ]
+            found[node.name.removeprefix(prefix)] = [
+                (p.arg, d) for p, d in zip(params, defaults, strict=True)
+            ]
+    return found
+
+
+def test_a_row_means_the_same_to_the_glue_the_checks_and_the_kit(copie) -> None:
+    """A STEPS row leaves out trailing details at their defaults (extensions/instances.jinja
+    steps_table), and the kit's rows() and smoke.rows() pass the same row on: so the glue's
+    helper _<kind>, the loader checks' check_<kind> and absent_<kind>, and the kit's serve check
+    smoke.<kind> take the same positional parameters with the same defaults, for every kind."""
+    target = TARGETS[-1]
+    project = copy(copie, kinds=kinds_for(target), vllm_target=target)
+    package = str(yaml.safe_load((project / ".copier-answers.yml").read_text())["package_name"])
+    glue = _signatures(project / "src" / package / "_plugin.py", "_")
+    checks = project / "tests" / "vllm_checks.py"
+    tables = {"check_": _signatures(checks, "check_"), "absent_": _signatures(checks, "absent_")}
+    kit = _signatures(ROOT / "kit" / "src" / "pytest_vllm_plugin" / "smoke.py", "")
+    compared = 0
+    for kind, params in tables["check_"].items():
+        defaults = [d for _, d in params]
+        if kind in glue:
+            assert [d for _, d in glue[kind]] == defaults, (kind, glue[kind], params)
+        if kind in tables["absent_"]:
+            assert tables["absent_"][kind] == params, (kind, tables["absent_"][kind], params)
+        if kind in kit and params:  # a kind of one keeps its own serve row (no loader row)
+            # The same parameters; a default the row may leave out is the kit's default too.
+            own = [kd if d is ... else d for (_, kd), d in zip(kit[kind], defaults, strict=True)]
+            assert [d for _, d in kit[kind]] == own, (kind, kit[kind], params)
+        compared += 1
+    assert compared >= 20, sorted(tables["check_"])
