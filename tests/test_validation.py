@@ -610,13 +610,6 @@ ROWS: list[Row] = [
     ),
     Row(
         "tool_parser_names",
-        ["a", {"name": "b", "class": "AToolParser"}],
-        "share its class",
-        TP,
-        shown="'AToolParser'",
-    ),
-    Row(
-        "tool_parser_names",
         [{"name": "a", "class": "my parser"}],
         "CapWords",
         TP,
@@ -942,6 +935,34 @@ ROWS += [
         "quote it, e.g. '[TOOL_CALLS]'", TP, '["TOOL_CALLS"]', True),
 ]  # fmt: skip
 
+# aliases of the name-keyed kinds (issue 36): one class under more names, each by the kind's
+# rule for a name, never one of vLLM's own, one namespace with every name of the registry.
+KV, EC, OS = ({"kinds": [k]} for k in ("kv_connector", "ec_connector", "kv_offload_spec"))
+KVC = "AcmeKVConnector"
+ROWS += [
+    Row("kv_connector_names", [{"name": KVC, "aliases": "AcmeKV"}], "is not a list of names", KV,
+        "'AcmeKV'"),
+    Row("kv_connector_names", [{"name": KVC, "aliases": ["acme_kv"]}], "CapWords", KV,
+        "'acme_kv'"),
+    Row("kv_connector_names", [{"name": KVC, "aliases": ["NixlConnector"]}],
+        "an alias never replaces one", KV, "'NixlConnector'", True),
+    Row("kv_connector_names", [{"name": KVC, "registration": "module_path", "aliases": ["AcmeKV"]}],
+        "needs registration registry", KV, "'AcmeKV'"),
+    Row("kv_connector_names", [KVC, {"name": "AcmeOther", "aliases": [KVC]}],
+        "an alias of 'AcmeOther' and the name of 'AcmeKVConnector'", KV, f"'{KVC}'", True),
+    Row("kv_connector_names", [{"name": "AcmeOther", "aliases": [KVC]}, KVC],
+        "it is an alias of 'AcmeOther' too", KV, f"'{KVC}'", True),
+    Row("ec_connector_names", [{"name": "AcmeECConnector", "aliases": ["AcmeEC", "AcmeEC"]}],
+        "another alias of 'AcmeECConnector'", EC, "'AcmeEC'", True),
+    Row("kv_offload_spec_names", [{"name": "AcmeSpec", "aliases": ["AcmeSpec"]}],
+        "and the name of 'AcmeSpec'", OS, "'AcmeSpec'", True),
+    Row("tool_parser_names", [{"name": "acme", "aliases": [builtin("tool_parser")]}],
+        "an alias never replaces one", TP, f"'{builtin('tool_parser')}'", True),
+    Row("tool_parser_names", [{"name": "acme", "aliases": ["Acme2"]}], "is not lower-case", TP,
+        "'Acme2'"),
+    Row("reasoning_parser_names", [{"name": "acme", "aliases": [3]}], "is not a string", RP, "3"),
+]  # fmt: skip
+
 # Ranges (issue 16): vllm_oldest must be a known release, not newer than the target; every
 # kind and option must exist in every release of the range (rules read from the catalog).
 RELEASES = VLLM["releases"]
@@ -1173,6 +1194,23 @@ def test_aliases_that_differ_only_in_case_are_accepted(template: Path, tmp_path:
     data = single_target({"kinds": ["model"], "model_architectures": [arch]})
     worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     assert worker.answers.combined["model_architectures"] == [arch]
+
+
+def test_classes_are_compared_by_module_and_class(template: Path, tmp_path: Path) -> None:
+    """Two instances may share a class name where their modules differ (vLLM registers
+    "module:Class"): the variant imports the first's class under another name (issue 36)."""
+    answer = [{"name": "acme"}, {"name": "beta", "class": "AcmeToolParser"}]
+    data = {"project_name": "acme", "kinds": ["tool_parser"], "tool_parser_names": answer}
+    data = single_target(data)
+    copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
+    variant = (tmp_path / "p" / "src" / "acme" / "tool_parser_beta.py").read_text()
+    assert "import AcmeToolParser as _Base\n" in variant, variant
+    assert "class AcmeToolParser(_Base):" in variant, variant
+    steps = (tmp_path / "p" / "src" / "acme" / "_plugin.py").read_text()
+    assert '"tool_parser:beta": "acme.tool_parser_beta:AcmeToolParser",' in steps, steps
+    ruff = str(Path(sys.executable).with_name("ruff"))
+    proc = subprocess.run([ruff, "check", "-q", "."], cwd=tmp_path / "p", capture_output=True)
+    assert proc.returncode == 0, proc.stdout
 
 
 def test_defaults_never_collide_with_builtins(template: Path, tmp_path: Path) -> None:
