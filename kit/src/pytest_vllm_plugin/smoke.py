@@ -59,7 +59,9 @@ def model(
         assert len(data) == 2 and all(d["embedding"] for d in data), data
 
 
-def tool_parser(name: str, module: str, class_name: str, *, server: Server) -> None:
+def tool_parser(
+    name: str, module: str, class_name: str, aliases: Sequence[str] = (), *, server: Server
+) -> None:
     """The serve switches the parser on (--tool-call-parser NAME): a chat request offering a
     tool is answered through it, streamed and not (vLLM builds the parser for each such
     request; one that raises fails the request)."""
@@ -70,7 +72,9 @@ def tool_parser(name: str, module: str, class_name: str, *, server: Server) -> N
     assert server.stream_chat("What is the weather in Paris?", tools=[tool]), "nothing streamed"
 
 
-def reasoning_parser(name: str, module: str, class_name: str, *, server: Server) -> None:
+def reasoning_parser(
+    name: str, module: str, class_name: str, aliases: Sequence[str] = (), *, server: Server
+) -> None:
     """The serve switches the parser on (--reasoning-parser NAME): chat requests are answered
     through it, streamed and not (vLLM builds it for each request; one that raises fails it)."""
     assert f"--reasoning-parser {name}" in " ".join(server.args), (module, class_name)
@@ -141,6 +145,7 @@ def kv_connector(
     class_name: str,
     registration: str = "registry",
     replace: bool = False,
+    aliases: Sequence[str] = (),
     *,
     server: Server,
 ) -> None:
@@ -160,6 +165,7 @@ def kv_offload_spec(
     class_name: str,
     registration: str = "registry",
     replace: bool = False,
+    aliases: Sequence[str] = (),
     *,
     server: Server,
 ) -> None:
@@ -307,6 +313,7 @@ def ec_connector(
     class_name: str,
     registration: str = "registry",
     replace: bool = False,
+    aliases: Sequence[str] = (),
     *,
     server: Server,
 ) -> None:
