@@ -49,6 +49,38 @@ def test_patches_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     assert ok == {*PATCHES_PROMISED, "lazy"}, ok
 
 
+# A patch whose target moved between two releases of the plugin's range (issue 36):
+# make_arg_parser left vllm.entrypoints.launchers.cli_args for vllm.entrypoints.common.cli_args
+# in vLLM 0.33 (extensions/patch/targets).
+MOVED = {
+    "0.32": "vllm.entrypoints.launchers.cli_args:make_arg_parser",
+    "0.33": "vllm.entrypoints.common.cli_args:make_arg_parser",
+}
+
+
+@pytest.fixture(scope="module")
+def moved_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plugin for vLLM 0.32 to 0.33 patching make_arg_parser, its target given per release."""
+    answers = tmp_path_factory.mktemp("moved") / "moved.yml"
+    patch = {"target": MOVED, "name": "make_arg_parser"}
+    data = {"project_name": "acme", "kinds": ["patch"], "patch_targets": [patch]}
+    answers.write_text(json.dumps({**data, "vllm_target": "0.33", "vllm_oldest": "0.32"}))
+    return render_file(answers.parent / "moved", answers)
+
+
+@pytest.mark.parametrize("target", sorted(MOVED))
+def test_a_target_given_per_release_is_patched_in_each(
+    target: str, moved_package: Path, tmp_path: Path
+) -> None:
+    """One package, each release of its range: the patch waits for and patches that release's
+    target (the loader check resolves it the same way, applies it once, reversibly), its
+    signature checked against the one recorded from that release's wheel; suite and lint."""
+    plugin = (moved_package / "src" / "acme" / "_plugin.py").read_text()
+    assert f'"patch:make_arg_parser": {{\n        "0.32": "{MOVED["0.32"]}",' in plugin, plugin
+    ok = _suite_loaders_and_lint(envs.ensure(target), moved_package, tmp_path / "site")
+    assert ok == {"patch:make_arg_parser", "lazy"}, ok
+
+
 def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> None:
     """A plugin generated for the oldest target, patching a method the newest target changed,
     installed into the newest vLLM: registration stops with one line naming the target, the

@@ -963,6 +963,26 @@ ROWS += [
     Row("reasoning_parser_names", [{"name": "acme", "aliases": [3]}], "is not a string", RP, "3"),
 ]  # fmt: skip
 
+# A patch's target per vLLM release (issue 36): keyed by the template's releases (quoted), one
+# for every release of the range, each checked in the releases it applies to.
+ARG_PARSER = {
+    "0.32": "vllm.entrypoints.launchers.cli_args:make_arg_parser",
+    "0.33": "vllm.entrypoints.common.cli_args:make_arg_parser",
+}
+PATCH_RANGE = {"kinds": ["patch"], "vllm_target": "0.33", "vllm_oldest": "0.32"}
+ROWS += [
+    Row("patch_targets", [{"target": {"0.29": "vllm.config:VllmConfig"}}],
+        "is not a vLLM release of the template", PATCH, "'0.29'"),
+    Row("patch_targets", [{"target": {0.30: "vllm.config:VllmConfig"}}],
+        "the number 0.3", PATCH, "'0.3'", True),
+    Row("patch_targets", [{"target": {"0.33": ARG_PARSER["0.33"]}}], "has no target",
+        PATCH_RANGE, "'0.32'"),
+    Row("patch_targets", [{"target": {"0.32": ARG_PARSER["0.33"]}}], "is no vLLM module",
+        PATCH_RANGE, "'vllm.entrypoints.comm...'"),
+    Row("patch_targets", [{"target": {"0.32": ARG_PARSER["0.32"], "0.33": ARG_PARSER["0.32"]}}],
+        "in vLLM 0.33", PATCH_RANGE, "'vllm.entrypoints.laun...'", True),
+]  # fmt: skip
+
 # Ranges (issue 16): vllm_oldest must be a known release, not newer than the target; every
 # kind and option must exist in every release of the range (rules read from the catalog).
 RELEASES = VLLM["releases"]
