@@ -6,19 +6,27 @@ over the workers).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import CATALOG, EXAMPLE_TARGETS, FAMILIES, NEW_MODEL_TYPE, render_file
 from realvllm import envs
-from test_real_vllm import _run, _suite_loaders_and_lint, answered
+from test_real_vllm import ENV, _run, _suite_loaders_and_lint, answered
 
 pytestmark = pytest.mark.real_vllm
 
 
-# What examples/new-model-type.yml promises (issue 14): one architecture with an alias, and
-# its own model type, whose configuration is a step of its own.
-NEW_TYPE_STEPS = {"model:Spark2_5ForCausalLM", "model:Spark2_5ForCausalLM:config"}
+# What examples/new-model-type.yml promises (issues 14, 36): a model type of its own in each
+# family it shows (text generation with an alias, pooling on BertModel, an EAGLE draft), each
+# configuration a step of its own.
+NEW_TYPE_STEPS = {
+    f"model:{name}{step}"
+    for name in ("Spark2_5ForCausalLM", "SparkRetrieverModel", "EagleSpark2_5ForCausalLM")
+    for step in ("", ":config")
+}
 NEW_TYPE_SCRIPT = """
 import json, sys
 from pathlib import Path
@@ -70,6 +78,63 @@ def test_new_model_type_example_reads_its_checkpoints_through_vllm(
     alone = _run(script, tmp_path, {**paths, "VLLM_PLUGINS": ""})
     error = json.loads(alone.split("CONFIG ", 1)[1].splitlines()[0])["error"]
     assert "acme_spark2_5" in error, error
+
+
+# A tiny BERT checkpoint of the example's pooling model type (the kit's tiny checkpoint is a
+# Llama): random weights, the kit's tokenizer; config.json names the plugin's architecture and
+# model type, which transformers alone cannot read.
+BERT_SCRIPT = """
+import json, sys
+from pathlib import Path
+from transformers import BertConfig, BertModel
+from pytest_vllm_plugin.tiny import build_tokenizer
+
+dest = Path(sys.argv[1])
+tokenizer = build_tokenizer()
+config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=1,
+                    num_attention_heads=2, intermediate_size=128, max_position_embeddings=128,
+                    pad_token_id=tokenizer.pad_token_id)
+BertModel(config).save_pretrained(dest)
+tokenizer.save_pretrained(dest)
+data = json.loads((dest / "config.json").read_text())
+data.update(architectures=["SparkRetrieverModel"], model_type="acme_spark_retriever")
+(dest / "config.json").write_text(json.dumps(data))
+"""
+EMBED_SCRIPT = """
+import json, sys
+from vllm import LLM
+
+if __name__ == "__main__":
+    llm = LLM(model=sys.argv[1], runner="pooling", dtype="float32", max_model_len=64,
+              enforce_eager=True)
+    (out,) = llm.embed(["hello world"])
+    config = llm.llm_engine.model_config.hf_config
+    print("EMBED " + json.dumps({
+        "dimensions": len(out.outputs.embedding),
+        "config": f"{type(config).__module__}:{type(config).__name__}",
+        "architectures": config.architectures,
+    }))
+"""
+
+
+def embed_new_model_type(env: envs.VllmEnv, tmp_path: Path, **extra: str) -> dict[str, Any]:
+    """examples/new-model-type.yml's retrieval model installed in `env`, a tiny BERT checkpoint
+    of its model type embedded by vLLM (`--runner pooling`): what vLLM read and returned
+    (tests/test_serve.py runs it: an engine start); {"error": ...} when vLLM fails."""
+    tmp_path.mkdir(exist_ok=True)
+    project = render_file(tmp_path / "spark", NEW_MODEL_TYPE, vllm_target=env.target)
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    checkpoint = tmp_path / "retriever"
+    _run([str(env.python), "-c", BERT_SCRIPT, str(checkpoint)], tmp_path, paths)
+    run = subprocess.run(
+        [str(env.python), "-c", EMBED_SCRIPT, str(checkpoint)],
+        cwd=tmp_path, env=dict(os.environ, **ENV, **paths, VLLM_CPU_KVCACHE_SPACE="1", **extra),
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    out = run.stdout + run.stderr
+    if run.returncode == 0:
+        return json.loads(out.split("EMBED ", 1)[1].splitlines()[0])
+    return {"error": out[-3000:]}
 
 
 # What examples/model-families.yml promises (issue 14): one architecture of each family beyond

@@ -410,6 +410,22 @@ def test_new_model_type_example_serves_its_own_checkpoint(
     assert not re.search(r"\d+ (failed|errors?)\b", out), out[-8000:]
 
 
+def test_new_model_type_pooling_checkpoint_embeds(env: envs.VllmEnv, tmp_path: Path) -> None:
+    """examples/new-model-type.yml's retrieval model (family pooling, base BertModel, its own
+    model type, issue 36): vLLM loads a tiny BERT checkpoint of that type with --runner pooling
+    through the plugin's configuration class and embeds with its hidden size; without the
+    plugin, vLLM refuses the checkpoint naming the model type."""
+    from test_real_vllm_models import embed_new_model_type
+
+    assert embed_new_model_type(env, tmp_path) == {
+        "dimensions": 64,
+        "config": "acme_spark.model_spark_retriever_config:SparkRetrieverConfig",
+        "architectures": ["SparkRetrieverModel"],
+    }
+    alone = embed_new_model_type(env, tmp_path / "alone", VLLM_PLUGINS="")
+    assert "acme_spark_retriever" in alone.get("error", ""), alone
+
+
 def test_model_families_example_serves_its_pooling_model(env: envs.VllmEnv, tmp_path: Path) -> None:
     """examples/model-families.yml's own smoke test: the pooling architecture, a text-generation
     class, served with --runner pooling answers /v1/embeddings with vectors of the checkpoint's

@@ -771,23 +771,47 @@ def config_registry() -> Values:
     return run
 
 
-def base_configs(text_generation: Values) -> Values:
-    """{architecture: "transformers:Config"} for the text-generation architectures that
-    transformers builds for a causal-LM model type (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES): the
-    configuration class a new model type based on that architecture starts from."""
+def base_configs(*tables: Values) -> Values:
+    """{architecture: "transformers:Config"} for the architectures of `tables` (vLLM's model
+    families) whose configuration transformers builds: one transformers has a model class of
+    that name for (its modeling_auto mappings, causal LM first) takes the configuration class
+    of that model type; an EAGLE draft vLLM names after another architecture ("Eagle", "Eagle3"
+    or "DFlash" + ARCH, or ARCH + "Eagle3": EAGLEConfig reads the draft checkpoint's config.json
+    as ARCH's) takes ARCH's. The configuration a new model type on that base starts from."""
 
     def run(wheel: Wheel) -> dict[str, str]:
         hf = requirement_wheel(wheel, "transformers")
         configs = _config_names(hf)
-        causal = _string_pairs(hf.tree(f"{AUTO}/modeling_auto.py"), CAUSAL_LM)
-        archs = set(text_generation(wheel))
+        tree = hf.tree(f"{AUTO}/modeling_auto.py")
+        mappings = [
+            t.id
+            for stmt in tree.body
+            if isinstance(stmt, ast.Assign)
+            for t in stmt.targets
+            if isinstance(t, ast.Name) and re.fullmatch(r"MODEL_(FOR_\w+_)?MAPPING_NAMES", t.id)
+        ]
+        named: dict[str, str] = {}
+        for var in [CAUSAL_LM, *mappings]:
+            for model_type, arch in _string_pairs(tree, var).items():
+                if model_type in configs:
+                    named.setdefault(arch, f"transformers:{configs[model_type]}")
         out: dict[str, str] = {}
-        for model_type, arch in causal.items():
-            if arch in archs and model_type in configs and arch not in out:
-                out[arch] = f"transformers:{configs[model_type]}"
-        return dict(sorted(out.items()))
+        for arch in sorted({a for table in tables for a in table(wheel)}):
+            stems = [arch] + [arch[len(p) :] for p in DRAFT_PREFIXES if arch.startswith(p)]
+            stems += [arch[: -len(s)] for s in DRAFT_SUFFIXES if arch.endswith(s)]
+            config = next((named[s] for s in stems if s in named), None)
+            if config:
+                out[arch] = config
+        return out
 
     return run
+
+
+# The names vLLM's EAGLEConfig gives a draft after the architecture its checkpoint names
+# (vllm/transformers_utils/configs/eagle.py): "Eagle" + ARCH, "Eagle3" + ARCH or ARCH + "Eagle3",
+# "DFlash" + ARCH or ARCH + "DFlash" (longest first).
+DRAFT_PREFIXES = ("Eagle3", "Eagle", "DFlash")
+DRAFT_SUFFIXES = ("Eagle3", "DFlash")
 
 
 def module_class_maps(path: str, variables: tuple[str, ...], package: str) -> Values:
