@@ -474,6 +474,32 @@ ROWS: list[Row] = [
         shown="'DeciLMForCausalLM'",
         detail=True,
     ),
+    # ... in every family (issue 36): a pooling, multimodal or draft base transformers builds no
+    # configuration for (an MTP draft reads its target's) is refused, naming the family's bases
+    Row(
+        "model_architectures",
+        [{"name": "A", "family": "pooling", "base": "BgeM3EmbeddingModel", "model_type": "acme_a"}],
+        "pooling bases, e.g. BertModel",
+        MODEL,
+        shown="'BgeM3EmbeddingModel'",
+        detail=True,
+    ),
+    Row(
+        "model_architectures",
+        [{"name": "A", "family": "multimodal", "base": "MiniCPMV", "model_type": "acme_a"}],
+        "multimodal bases, e.g. LlavaForConditionalGeneration",
+        MODEL,
+        shown="'MiniCPMV'",
+        detail=True,
+    ),
+    Row(
+        "model_architectures",
+        [{"name": "A", "family": "draft", "base": "DeepSeekMTPModel", "model_type": "acme_a"}],
+        "draft bases, e.g. EagleLlamaForCausalLM",
+        MODEL,
+        shown="'DeepSeekMTPModel'",
+        detail=True,
+    ),
     # platform: any one line (vLLM takes any string; its own test says DummyDevice), built-ins
     # ignoring case
     Row(
@@ -1214,6 +1240,30 @@ def test_aliases_that_differ_only_in_case_are_accepted(template: Path, tmp_path:
     data = single_target({"kinds": ["model"], "model_architectures": [arch]})
     worker = copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     assert worker.answers.combined["model_architectures"] == [arch]
+
+
+def test_model_type_is_accepted_in_every_family(template: Path, tmp_path: Path) -> None:
+    """issue 36: a model type of its own on a pooling, multimodal and draft base whose
+    configuration transformers builds; each configuration starts from that base's class (an
+    EAGLE draft from the configuration of the architecture vLLM names it after)."""
+    models = [
+        {"name": "AcmeRetrieverModel", "family": "pooling", "base": "XLMRobertaModel",
+         "model_type": "acme_retriever"},
+        {"name": "AcmeVLForConditionalGeneration", "family": "multimodal",
+         "base": "LlavaForConditionalGeneration", "model_type": "acme_vl"},
+        {"name": "EagleAcmeForCausalLM", "family": "draft", "base": "Eagle3LlamaForCausalLM",
+         "model_type": "acme_eagle"},
+    ]  # fmt: skip
+    data = {"project_name": "Acme Types", "kinds": ["model"], "model_architectures": models}
+    copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
+    src = tmp_path / "p" / "src" / "acme_types"
+    bases = {
+        "model_acme_retriever_config.py": "class AcmeRetrieverConfig(XLMRobertaConfig):",
+        "model_acme_vl_for_conditional_generation_config.py": "class AcmeVLConfig(LlavaConfig):",
+        "model_eagle_acme_for_causal_lm_config.py": "class EagleAcmeConfig(LlamaConfig):",
+    }
+    for name, line in bases.items():
+        assert line in (src / name).read_text().splitlines(), name
 
 
 def test_classes_are_compared_by_module_and_class(template: Path, tmp_path: Path) -> None:
