@@ -891,6 +891,25 @@ ROWS += [
     Row("general_entry_point", "lora_filesystem_resolver", "vLLM itself publishes",
         {"kinds": ["general"]}, detail=True),
     Row("platform_entry_point", "cpu", "is one of vLLM's own entries", {"kinds": ["platform"]}),
+]
+# More general-plugin entry points (issue 36): names by the entry-point rule, steps of this plugin
+# (a chosen kind or an instance), each step run from one entry point.
+_GENERAL = {"kinds": ["general", "model"], "model_architectures": ["AcmeForCausalLM"]}
+ROWS += [
+    Row("general_entry_points", ["x"], "is not a mapping", _GENERAL, shown='["x"]'),
+    Row("general_entry_points", {"a,b": []}, "is not an entry-point name", _GENERAL, shown="'a,b'"),
+    Row("general_entry_points", {"acme_main": []}, "is another entry point's name too",
+        {**_GENERAL, "general_entry_point": "acme_main"}, shown="'acme_main'"),
+    Row("general_entry_points", {"x": "model"}, "is not a list of steps", _GENERAL,
+        shown="'model'"),
+    Row("general_entry_points", {"x": ["tool_parser"]}, "is not a step of this plugin", _GENERAL,
+        shown="'tool_parser'"),
+    Row("general_entry_points", {"x": ["model:Nope"]}, "is not an instance of this plugin",
+        _GENERAL, shown="'model:Nope'"),
+    Row("general_entry_points", {"x": ["model"], "y": ["model:AcmeForCausalLM"]},
+        "is listed twice", _GENERAL, shown="'model:AcmeForCausalLM'"),
+]  # fmt: skip
+ROWS += [
     Row("stat_logger_classes",
         [{"name": "A1", "entry_point": "x"}, {"name": "B1", "entry_point": "x"}],
         "is another entry point's name too", {"kinds": ["stat_logger"]}, shown="'x'"),

@@ -132,29 +132,37 @@ def loaders(ns: Namespace) -> Checks:
     return {"lazy": check_lazy, **{step: _check(ns, step) for step in ns["CHECKS"]}}
 
 
+def register_all(plugin: types.ModuleType) -> None:
+    """What vLLM's load_general_plugins() calls of the glue: register(), and register(name) for
+    each of the package's other general-plugin entry points (the glue's ENTRY_POINTS)."""
+    plugin.register()
+    for name in getattr(plugin, "ENTRY_POINTS", {}):
+        plugin.register(name)
+
+
 def idempotency(ns: Namespace) -> Checks:
     """A step waiting for its registry's module runs once vLLM imports it; register() called 3
-    times, after a re-import, and after a failed step."""
+    times, after a re-import, and after a failed step (with every entry point's steps)."""
     plugin = importlib.import_module(ns["PLUGIN"])
 
     def after_import() -> None:
         # In this fresh process vLLM has imported no registry yet: the steps marked
         # @_after_import wait for their module, and run (once) when it is imported.
-        plugin.register()
+        register_all(plugin)
         for module, names in list(plugin._waiting.items()):
             importlib.import_module(module)
             for name in names:
                 assert name in plugin._done, f"step {name} did not run when {module} was imported"
         assert not plugin._waiting, f"steps still waiting: {plugin._waiting}"
-        plugin.register()
+        register_all(plugin)
 
     def three_calls() -> None:
         for _ in range(3):
-            plugin.register()
+            register_all(plugin)
 
     def after_reimport() -> None:
-        importlib.reload(plugin).register()
-        plugin.register()
+        register_all(importlib.reload(plugin))
+        register_all(plugin)
 
     def after_partial_failure() -> None:
         fresh = importlib.reload(plugin)  # an empty _done, as in a new process
@@ -168,14 +176,14 @@ def idempotency(ns: Namespace) -> Checks:
 
         setattr(fresh, name, fail)  # the glue looks the helper up when it runs the step
         try:
-            fresh.register()
+            register_all(fresh)
         except RuntimeError:
             pass
         else:
             raise AssertionError("the failing step did not raise")
         assert last not in fresh._done, "a failed step was marked done"
         setattr(fresh, name, real)
-        fresh.register()
+        register_all(fresh)
         assert set(names) == fresh._done, fresh._done
 
     checks = {
@@ -202,6 +210,9 @@ def switches(ns: Namespace) -> Checks:
         rules.enabled = lambda step: step not in predicate
     checks = loaders(ns)
     del checks["lazy"]
+    if "VLLM_PLUGINS" in os.environ:  # one general-plugin entry point: vLLM loads no other plugin
+        steps = importlib.import_module(ns["PLUGIN"]).STEPS
+        checks = {name: check for name, check in checks.items() if name in steps}
     for name in off:
         # absent_<kind>, with check_<kind>'s arguments: vLLM's registry lacks what it registers.
         checks[name] = _check(ns, name, "absent_")

@@ -223,6 +223,14 @@ class FreshChecks(pytest.File):
             steps = [s for s in plugin.STEPS if s in ns["CHECKS"] and s not in unswitched]
             for run, env in (checks.plan(ns, steps, plugin.DISABLE_ENV) if steps else {}).items():
                 runs[f"test_switches_in_fresh_vllm_process[{run}]"] = ("switches", env)
+            # Several general-plugin entry points (the glue's ENTRY_POINTS besides register()):
+            # VLLM_PLUGINS naming one runs its steps alone.
+            others = getattr(plugin, "ENTRY_POINTS", {})
+            for ep in checks.declared(root).get("vllm.general_plugins", {}) if others else ():
+                own = ep if ep in others else None
+                off = ",".join(s for s in steps if plugin._entry_point(s) != own)
+                env = {"VLLM_PLUGINS": ep, "CHECKS_OFF": off}
+                runs[f"test_switches_in_fresh_vllm_process[VLLM_PLUGINS={ep}]"] = ("switches", env)
         for item, (group, env) in runs.items():
             yield FreshCheck.from_parent(self, name=item, group=group, env=env)
 

@@ -582,14 +582,17 @@ def role(record: dict[str, Any]) -> str:
 
 def check_general_plugin(server: Server) -> None:
     """register() ran in the front end, the model-inspection subprocess, the engine core and
-    the worker, once in each, and in every vLLM process of the serve."""
+    the worker, once in each, and in every vLLM process of the serve (each general-plugin
+    entry point of the package, where the trace names them)."""
     records = server.trace()
-    roles = sorted(role(r) for r in records)
-    assert roles == ["engine core", "front end", "model inspection", "worker"], records
-    pids = [r["pid"] for r in records]
-    assert len(set(pids)) == len(pids), f"register() ran twice in a process: {records}"
     vllm_processes = {pid for pid, cmd in server.members if "resource_tracker" not in cmd}
-    assert vllm_processes <= set(pids), (server.members, records)
+    for entry_point in {r.get("entry_point") for r in records}:
+        ran = [r for r in records if r.get("entry_point") == entry_point]
+        roles = sorted(role(r) for r in ran)
+        assert roles == ["engine core", "front end", "model inspection", "worker"], ran
+        pids = [r["pid"] for r in ran]
+        assert len(set(pids)) == len(pids), f"{entry_point or 'register()'} ran twice: {ran}"
+        assert vllm_processes <= set(pids), (server.members, ran)
     assert "Traceback" not in server.log(), server.log()[-5000:]
 
 
