@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -160,6 +161,26 @@ def test_an_authors_own_step_is_run_and_checked(target: str, rendered, tmp_path:
     assert "acme_json" in steps.read_text()
     ok = _suite_loaders_and_lint(envs.ensure(target), project, tmp_path / "site")
     assert ok == {"general", "tool_parser:acme", "tool_parser:acme_json", "lazy"}, ok
+
+
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
+def test_each_general_entry_point_runs_its_own_steps(target: str, rendered, tmp_path: Path) -> None:
+    """Issue 36: with more vllm.general_plugins entry points (general_entry_points), vLLM's own
+    loader with VLLM_PLUGINS naming one of them runs that entry point's steps alone (the others'
+    are absent from vLLM's registries), the retired name runs nothing, and calling every entry
+    point repeatedly stays idempotent: the kit's fresh-process checks, collected per name."""
+    more = {"acme_parsers": ["tool_parser"], "acme_old": []}
+    project = rendered(kinds=["general", "model", "tool_parser"], project_name="acme",
+                       vllm_target=target, general_entry_points=more)  # fmt: skip
+    env = envs.ensure(target)
+    paths = envs.install_overlay(env, project, tmp_path / "site")
+    cmd = [str(env.python), "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-m",
+           "not serve", "-k", "fresh_vllm_process"]  # fmt: skip
+    out = _run(cmd, project, paths)
+    passed = set(re.findall(r"^PASSED \S+::(\S+)", out, re.M))
+    runs = {f"test_switches_in_fresh_vllm_process[VLLM_PLUGINS={ep}]" for ep in ["acme", *more]}
+    assert runs | {"test_in_fresh_vllm_process[idempotency]"} <= passed, (runs, passed)
+    assert " failed" not in out, out[-3000:]
 
 
 @pytest.fixture(scope="module")
