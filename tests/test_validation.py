@@ -1032,7 +1032,7 @@ ROWS += [
 
 # Issue 36 item 7: the answers vLLM accepts (test_item7_answers_are_accepted) and their
 # neighbours, still refused with the reason.
-AB, SCHED = {"kinds": ["attention_backend"]}, {"kinds": ["scheduler"]}
+AB, SCHED, WX = ({"kinds": [k]} for k in ("attention_backend", "scheduler", "worker_extension"))
 ROWS += [
     # CUSTOM is vLLM's slot for a plugin's backend; its other members still need `replace: true`
     Row("attention_backend_names", ["FLASH_ATTN"], "or CUSTOM (vLLM's slot", AB, detail=True),
@@ -1053,6 +1053,8 @@ ROWS += [
     Row("scheduler_class", "AsyncScheduler", "is vLLM's class name", SCHED),
     Row("scheduler_class", "fair_share", "is not a CapWords class name", SCHED),
     Row("scheduler_class", "", "is empty", SCHED),
+    Row("worker_extension_class", "CPUWorker", "is vLLM's class name", WX),
+    Row("worker_extension_class", "rlhf", "is not a CapWords", WX),
     Row("platform_device_name", "auto", "not set", PLATFORM),
 ]  # fmt: skip
 
@@ -1300,22 +1302,27 @@ def test_valid_edge_answers_are_accepted(template: Path, tmp_path: Path) -> None
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+SINGLE = ["scheduler", "worker_extension"]  # single-instance kinds whose class users type
+
+
 def test_item7_answers_are_accepted(template: Path, tmp_path: Path) -> None:
     """Issue 36 item 7, in the oldest target: a platform plugin pins torch and names its device
     cpu; a vLLM fork's own entry-point group; CUSTOM, vLLM's slot for a plugin's backend (the
-    only one before new names); vLLM's own connector name with a module path; the scheduler's
-    class name. The project is ruff-clean and names each where vLLM looks."""
+    only one before new names); vLLM's own connector name with a module path; the class names
+    users type in --scheduler-cls and --worker-extension-cls. The project is ruff-clean and
+    names each where vLLM looks."""
     data = single_target(
         {
             "project_name": "acme",
             "vllm_target": OLDEST,
-            "kinds": ["general", "platform", "attention_backend", "kv_connector", "scheduler"],
+            "kinds": ["general", "platform", "attention_backend", "kv_connector", *SINGLE],
             "platform_device_name": "cpu",
             "dependencies": ["torch==2.9.0"],
             "entry_points": {"vllm.fork_plugins": {"acme": "acme.fork:register"}},
             "attention_backend_names": ["CUSTOM"],
             "kv_connector_names": [{"name": "LMCacheMPConnector", "registration": "module_path"}],
             "scheduler_class": "FairShareScheduler",
+            "worker_extension_class": "RlhfExtension",
         }
     )
     dst = tmp_path / "p"
@@ -1335,7 +1342,10 @@ def test_item7_answers_are_accepted(template: Path, tmp_path: Path) -> None:
     assert '"CUSTOM"]' in glue  # registered in the slot, as an override of a member
     assert (pkg / "kv_connector_lm_cache_mp_connector.py").is_file()
     assert "class FairShareScheduler(" in (pkg / "scheduler.py").read_text()
-    assert "acme.scheduler.FairShareScheduler" in (dst / "README.md").read_text()
+    assert "class RlhfExtension:" in (pkg / "worker_extension.py").read_text()
+    readme = (dst / "README.md").read_text()
+    assert "acme.scheduler.FairShareScheduler" in readme
+    assert "acme.worker_extension.RlhfExtension" in readme
     ruff = str(Path(sys.executable).with_name("ruff"))
     for cmd in ([ruff, "check", "-q", "."], [ruff, "format", "-q", "--check", "."]):
         proc = subprocess.run(cmd, cwd=dst, capture_output=True, text=True)
