@@ -165,6 +165,7 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
         "Optional extras",
         "Console scripts",
         "Entry points in other tools",
+        "More vllm.general_plugins entry points",
     ):
         s.answer(prompt, ENTER)  # fmt: skip
     s.expect(pexpect.EOF)
