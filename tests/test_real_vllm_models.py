@@ -49,14 +49,38 @@ else:
 """
 
 
+# The example's EAGLE draft: vLLM reads the draft checkpoint's config.json (get_config), then
+# speculative decoding wraps it in its EAGLEConfig, as SpeculativeConfig does for --speculative-
+# config '{"method": "eagle", ...}'; the architecture it names resolves to the plugin's class.
+DRAFT_SCRIPT = """
+import json, sys
+from vllm import ModelRegistry
+from vllm.plugins import load_general_plugins
+from vllm.transformers_utils.config import get_config
+from vllm.transformers_utils.configs.eagle import EAGLEConfig
+
+load_general_plugins()
+draft = get_config(sys.argv[1], trust_remote_code=False)
+eagle = EAGLEConfig(draft, method="eagle", model_type="eagle")
+cls = ModelRegistry.models[eagle.architectures[0]].load_model_cls()
+print("DRAFT " + json.dumps({
+    "config": f"{type(eagle.model).__module__}:{type(eagle.model).__name__}",
+    "architectures": eagle.architectures,
+    "hidden_size": eagle.hidden_size,
+    "class": f"{cls.__module__}:{cls.__name__}",
+}))
+"""
+
+
 @pytest.mark.parametrize("target", EXAMPLE_TARGETS)
 def test_new_model_type_example_reads_its_checkpoints_through_vllm(
     target: str, tmp_path: Path
 ) -> None:
-    """examples/new-model-type.yml: its suite, loader checks (the architecture, its alias and
-    the configuration, each lazily and idempotently) and lint pass; vLLM's own get_config reads
+    """examples/new-model-type.yml: its suite, loader checks (each architecture, the alias and
+    each configuration, lazily and idempotently) and lint pass; vLLM's own get_config reads
     a config.json of the new model type as the plugin's class, without importing model code;
-    with the plugin not loaded, vLLM refuses that checkpoint naming the model type."""
+    with the plugin not loaded, vLLM refuses that checkpoint naming the model type; the EAGLE
+    draft's config.json of its own type is read and wrapped as speculative decoding does."""
     env = envs.ensure(target)
     project = render_file(tmp_path / "spark", NEW_MODEL_TYPE, vllm_target=target)
     ok = _suite_loaders_and_lint(env, project, tmp_path / "site")
@@ -78,6 +102,18 @@ def test_new_model_type_example_reads_its_checkpoints_through_vllm(
     alone = _run(script, tmp_path, {**paths, "VLLM_PLUGINS": ""})
     error = json.loads(alone.split("CONFIG ", 1)[1].splitlines()[0])["error"]
     assert "acme_spark2_5" in error, error
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    config.update(architectures=["EagleSpark2_5ForCausalLM"], model_type="acme_spark2_5_eagle")
+    (draft / "config.json").write_text(json.dumps(config))
+    out = _run([str(env.python), "-c", DRAFT_SCRIPT, str(draft)], tmp_path, paths)
+    seen = json.loads(out.split("DRAFT ", 1)[1].splitlines()[0])
+    assert seen == {
+        "config": "acme_spark.model_eagle_spark2_5_for_causal_lm_config:EagleSpark2_5Config",
+        "architectures": ["EagleSpark2_5ForCausalLM"],
+        "hidden_size": 64,
+        "class": "acme_spark.model_eagle_spark2_5_for_causal_lm:EagleSpark2_5ForCausalLM",
+    }, seen
 
 
 # A tiny BERT checkpoint of the example's pooling model type (the kit's tiny checkpoint is a
