@@ -317,6 +317,20 @@ ROWS: list[Row] = [
         {"kinds": ["model_loader"]},
     ),
     Row(
+        "config_parser_names",
+        ["hf"],
+        "or give `replace: true`",
+        {"kinds": ["config_parser"]},
+        detail=True,
+    ),
+    Row(
+        "config_parser_names",
+        ["auto"],
+        'reads as "not set"',
+        {"kinds": ["config_parser"]},
+    ),
+    Row("config_parser_names", ["AcmeJson"], "is not lower-case", {"kinds": ["config_parser"]}),
+    Row(
         "attention_backend_names",
         ["FLASH_ATTN"],
         "or give `replace: true` to override this member",

@@ -139,6 +139,20 @@ def model_loader(
     assert server.complete("Hello world")["token_ids"], "nothing generated"
 
 
+def config_parser(
+    name: str, module: str, class_name: str, replace: bool = False, *, server: Server
+) -> None:
+    """The front end read the model's configuration through the plugin's parser
+    (--config-format NAME): vLLM's get_config_parser() knows the format only from the plugin (an
+    unknown one stops the server before it listens), vLLM logged the plugin's class under it,
+    and the model generates."""
+    config = server.ok("/server_info?config_format=json")["vllm_config"]
+    assert config["model_config"]["config_format"] == name, (config, module, class_name, replace)
+    registered = f"`<class '{module}.{class_name}'>` with config format `{name}`"
+    assert registered in server.log(), server.log()[-5000:]
+    assert server.complete("Hello world")["token_ids"], "nothing generated"
+
+
 def kv_connector(
     name: str,
     module: str,
