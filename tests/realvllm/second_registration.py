@@ -94,6 +94,15 @@ def model_loader() -> Probe:
     )
 
 
+def config_parser() -> Probe:
+    c = two("config_parser", "ConfigParserBase", parse=lambda self, *a, **k: ({}, None))
+    get = api("config_parser", "get_config_parser")
+    return (
+        lambda i: api("config_parser", "register_config_parser")(NAME)(c[i]),
+        lambda: 1 if type(get(NAME)) is c[1] else 2,
+    )
+
+
 def lora_resolver() -> Probe:
     c = two("lora_resolver", "LoRAResolver", resolve_lora=lambda self, base, name: None)
     registry = api("lora_resolver", "LoRAResolverRegistry")
@@ -126,6 +135,7 @@ PROBES: dict[str, Callable[[], Probe]] = {
     "attention_backend": attention_backend,
     "quantization": quantization,
     "model_loader": model_loader,
+    "config_parser": config_parser,
     "kv_connector": lambda: lazy_factory(
         "kv_connector", "KVConnectorFactory", "register_connector"
     ),
