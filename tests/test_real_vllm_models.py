@@ -20,11 +20,16 @@ pytestmark = pytest.mark.real_vllm
 
 
 # What examples/new-model-type.yml promises (issues 14, 36): a model type of its own in each
-# family it shows (text generation with an alias, pooling on BertModel, an EAGLE draft), each
-# configuration a step of its own.
+# family (text generation with an alias, pooling on BertModel, multimodal on PaliGemma, an EAGLE
+# draft), each configuration a step of its own.
 NEW_TYPE_STEPS = {
     f"model:{name}{step}"
-    for name in ("Spark2_5ForCausalLM", "SparkRetrieverModel", "EagleSpark2_5ForCausalLM")
+    for name in (
+        "Spark2_5ForCausalLM",
+        "SparkRetrieverModel",
+        "SparkVLForConditionalGeneration",
+        "EagleSpark2_5ForCausalLM",
+    )
     for step in ("", ":config")
 }
 NEW_TYPE_SCRIPT = """
