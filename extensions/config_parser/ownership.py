@@ -6,7 +6,7 @@ from __future__ import annotations
 
 MODULES: dict[str, tuple[str, str]] = {
     "config_parser": (
-        "a parser that reads config.json itself and builds the config with AutoConfig",
+        "a parser that reads config.json itself, through AutoConfig",
         """import json
 from pathlib import Path
 from typing import Any
