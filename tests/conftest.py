@@ -110,6 +110,7 @@ NEW_MODEL_TYPE = ROOT / "examples" / "new-model-type.yml"
 FAMILIES = ROOT / "examples" / "model-families.yml"
 REPLACE_BUILTINS = ROOT / "examples" / "replace-builtins.yml"
 RANGE = ROOT / "examples" / "range.yml"
+CPU_PLATFORM = ROOT / "examples" / "cpu-platform.yml"
 
 
 def range_of(answers: Path) -> list[str]:

@@ -22,6 +22,7 @@ import yaml
 from conftest import (
     ALL_KINDS_TARGETS,
     CATALOG,
+    CPU_PLATFORM,
     EACH_KIND_TARGETS,
     EXAMPLE_TARGETS,
     RANGE,
@@ -142,6 +143,31 @@ def test_several_example_passes_its_suite(target: str, tmp_path: Path) -> None:
     alone = {f"test_switches_in_fresh_vllm_process[VLLM_PLUGINS={name}]" for name in names}
     ok = _suite_loaders_and_lint(env, project, tmp_path / "site", alone)
     expected = {key for key in instances(project)} | {"lazy"}
+    assert ok == expected, ok ^ expected
+
+
+@pytest.mark.parametrize("target", EXAMPLE_TARGETS)
+def test_cpu_platform_example_passes_its_suite(target: str, tmp_path: Path) -> None:
+    """Issue 36 item 7: examples/cpu-platform.yml, the answers that look like clashes but that
+    vLLM accepts (device name cpu, a torch pin in a platform plugin, CUSTOM, vLLM's own KV
+    connector name by module path, the scheduler's and worker extension's class names, a
+    fork's vllm.* group): its suite, vLLM's loaders for every instance, and lint."""
+    project = render_file(tmp_path / "cpu-platform", CPU_PLATFORM, vllm_target=target)
+    assert set(instances(project)) == {
+        "general",
+        "platform",
+        "attention_backend:CUSTOM",
+        "kv_connector:LMCacheMPConnector",
+        "scheduler",
+        "worker_extension",
+    }, instances(project)
+    pyproject = (project / "pyproject.toml").read_text()
+    assert '"torch==2.14.0"' in pyproject
+    assert '[project.entry-points."vllm.fork_plugins"]' in pyproject
+    # The kit loads every vllm.* entry point (the fork's too) and compares them with pyproject.
+    must_pass = {"test_entry_points_resolve"}
+    ok = _suite_loaders_and_lint(envs.ensure(target), project, tmp_path / "site", must_pass)
+    expected = set(instances(project)) | {"lazy"}
     assert ok == expected, ok ^ expected
 
 
