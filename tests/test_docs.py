@@ -82,3 +82,12 @@ def test_every_validated_question_documents_its_own_rule() -> None:
         called = set(re.findall(r"\b(\w+)\(", spec["validator"])) - shared
         if called & set(rules) or re.search(r"\bas \w+\b", spec["validator"]):
             assert any(not line.startswith("`given`") for line in lines), (key, lines)
+
+
+def test_the_pages_show_no_template_source() -> None:
+    """A Jinja comment or tag inside a validator or help string is not copied into the pages
+    as if it were the rule (docs/questions.md once showed a `{#- ... #}` comment as the
+    platform_device_name refusal)."""
+    for path, text in docs.generate().items():
+        for marker in ("{#", "#}", "{%", "%}"):
+            assert marker not in text, f"{path.name}: {marker!r} at {text.find(marker)}"
