@@ -200,10 +200,11 @@ def test_drift_report_says_each_change_once_breaking_first(
     """0.33 -> 0.34 (issue 35): compute_hash -> compile_factors of vLLM's config classes is one
     line with every kind whose catalog names one of them (it was one line per kind and class);
     what breaks generated code comes first, behaviour changes next, built-in names, then what
-    was added; the whole report fits in 80 lines."""
+    was added; the whole report fits in 90 lines (80 with 24 kinds: the facts of issue 36's
+    config_parser and the wider kinds lists add their lines)."""
     rc, lines = run(capsys, "diff", "0.33", "0.34")
     assert rc == 0
-    assert len(lines) <= 80, "\n".join(lines)
+    assert len(lines) <= 90, "\n".join(lines)
     assert [line[:2] for line in lines if line[:1].isdigit()] == ["1.", "2.", "3.", "4."]
     report = sections(lines)
     [rename] = [line for line in lines if "compute_hash" in line]
