@@ -51,10 +51,11 @@ def replace_examples(project: Path) -> Path:
     platform = (src / "platform.py").read_text() if (src / "platform.py").exists() else ""
     prefix = re.search(r'PLATFORM = f"\{__name__\}\.(\w+)Platform"', platform)
     # The class vLLM is given for an instance: the one the glue's STEPS, the template's checks
-    # or the entry points name.
-    glue = src / "_plugin.py"
+    # (tests/instances.json: an entry-point instance's) or the entry points name.
     named = "".join(
-        p.read_text() for p in (glue, tests / "vllm_checks.py", project / "pyproject.toml")
+        p.read_text()
+        for p in (src / "_plugin.py", tests / "vllm_checks.py", tests / "instances.json",
+                  project / "pyproject.toml")
         if p.exists()
     )  # fmt: skip
     keys = instances(project)
