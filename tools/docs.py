@@ -521,7 +521,8 @@ def _targets_data(vllm: dict, entry: dict[str, Any]) -> list[str]:
                 merged.update(json.loads(shard.read_text()))
         per_target[target] = merged
     lines = [
-        "What a target may be, extracted from each target's wheel into"
+        "What a vLLM name in the answers may be (a patch's target, a registration's call and"
+        " lookup), extracted from each target's wheel into"
         f" `extensions/{entry['data']}/` (`python -m tools.vllm_facts extract`): every module,"
         " and in it every function (with its parameters), class, property, value and name it"
         " imports from vLLM.",
@@ -548,7 +549,8 @@ def _targets_data(vllm: dict, entry: dict[str, Any]) -> list[str]:
         o, n = vllm["targets"][old]["version"], vllm["targets"][new]["version"]
         lines.append(
             f"- {o} to {n}: {changed} functions changed their parameters, {gone} targets are"
-            " gone: a patch of one of them fails registration with one line in the newer vLLM"
+            " gone: a step that names one of them fails registration with one line in the"
+            " newer vLLM"
         )
     instead = entry.get("instead") or {}
     if instead:
