@@ -927,7 +927,7 @@ ROWS += [
     Row("general_entry_point", "lora_filesystem_resolver", "vLLM itself publishes",
         {"kinds": ["general"]}, detail=True),
     Row("platform_entry_point", "cpu", "is one of vLLM's own entries", {"kinds": ["platform"]}),
-]
+]  # fmt: skip
 # More general-plugin entry points (issue 36): names by the entry-point rule, steps of this plugin
 # (a chosen kind or an instance), each step run from one entry point.
 _GENERAL = {"kinds": ["general", "model"], "model_architectures": ["AcmeForCausalLM"]}
