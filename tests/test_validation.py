@@ -944,6 +944,9 @@ ROWS += [
         _GENERAL, shown="'model:Nope'"),
     Row("general_entry_points", {"x": ["model"], "y": ["model:AcmeForCausalLM"]},
         "is listed twice", _GENERAL, shown="'model:AcmeForCausalLM'"),
+    # Both would be _plugin:register_acme_v2 (pyproject.toml's object for the name).
+    Row("general_entry_points", {"acme_v2": [], "acme-v2": []},
+        "is another entry point's object too", _GENERAL, shown="'acme-v2'"),
 ]  # fmt: skip
 ROWS += [
     Row("stat_logger_classes",
