@@ -41,6 +41,12 @@ PACKAGE = yaml.safe_load(NATIVE.read_text())["package_name"]
 ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
 
 
+def kernels(op: str, module: str) -> list[str]:
+    """The torch operators an op's compiled kernels register: the catalog's, or the stub's."""
+    native = CATALOG["custom_op"]["native"]
+    return native[op]["kernels"] if op in native else [module]
+
+
 def native_modules(project: Path) -> dict[str, str]:
     """{op: module} of the project's instances answered with `native: true`."""
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
@@ -81,7 +87,7 @@ def run(cmd: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[st
 
 def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> None:
     modules = native_modules(project)
-    assert set(modules) == {"RMSNorm", "SiluAndMul"}, modules
+    assert set(modules) == {"RMSNorm", "SiluAndMul", "GeluAndMul"}, modules
     csrc = sorted(p.name for p in (project / "csrc").iterdir())
     expected = [
         "_C.cpp",
@@ -113,12 +119,20 @@ def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> N
         assert f"TORCH_LIBRARY_IMPL({PACKAGE}, CUDA, m)" in cuda and "__global__" in cuda
         python = (project / "src" / PACKAGE / f"{module}.py").read_text()
         assert f"ops = torch.ops.{PACKAGE}" in python and "_native.check(self, OWNER)" in python
-        for kernel in CATALOG["custom_op"]["native"][op]["kernels"]:
+        for kernel in kernels(op, module):
             assert f'm.def("{kernel}(' in cpp or f'"{kernel}(' in cpp, (module, kernel)
             assert f'm.impl("{kernel}"' in cuda, (module, kernel)
-            assert f"ops.{kernel}(" in python, (module, kernel)
+            assert f"ops.{kernel}(" in python or f"kernel = ops.{kernel}\n" in python, kernel
         test = (project / "tests" / f"test_{module}.py").read_text()
-        assert "def test_compiled_kernel_matches_forward_native(" in test
+        for name in KERNEL_TESTS[op in CATALOG["custom_op"]["native"]]:
+            assert f"def {name.partition('[')[0]}(" in test, (module, name)
+    # Any other op: a stub that copies, the schema the catalog gives, the result passed through.
+    stub = modules["GeluAndMul"]
+    schema = CATALOG["custom_op"]["native_stub"]["schema"]
+    assert f'm.def("{stub}{schema}");' in (project / "csrc" / f"{stub}.cpp").read_text()
+    assert f'SCHEMA = "{stub}{schema}"' in (project / "tests" / f"test_{stub}.py").read_text()
+    python = (project / "src" / PACKAGE / f"{stub}.py").read_text()
+    assert "_native.through(kernel, super().forward_cpu(*args, **kwargs))" in python
 
     for path in project.rglob("*"):
         if path.is_file() and ".git" not in path.parts:
@@ -165,6 +179,35 @@ def test_native_code_is_formatted_for_the_longest_names(tmp_path: Path) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_native_any_op_renders_a_stub_kernel(rendered) -> None:
+    """`native: true` on ops the template has no kernels for, of each shape the generated test
+    knows (a sample whose forward returns a tuple, one vLLM's forward_cpu cannot run, none at
+    all): each gets its stub operator, passes ruff, and only a runnable forward_cpu is tested."""
+    ops = {
+        "RotaryEmbedding": True,
+        "Ernie4_5_VLRotaryEmbedding": False,
+        "ChunkGatedDeltaRule": False,
+    }
+    project = rendered(
+        kinds=["general", "custom_op"],
+        project_name="Any op",
+        custom_op_names=[{"name": op, "native": True} for op in ops],
+    )
+    modules = native_modules(project)
+    assert set(modules) == set(ops), modules
+    for op, module in modules.items():
+        assert (
+            f'm.def("{module}(Tensor input) -> Tensor");'
+            in (project / "csrc" / f"{module}.cpp").read_text()
+        )
+        test = (project / "tests" / f"test_{module}.py").read_text()
+        assert ("def test_forward_cpu_runs_the_compiled_kernel(" in test) is ops[op], module
+        assert "def test_compiled_kernel_has_its_schema(" in test, module
+    for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_plugins_without_native_kernels_keep_hatchling(rendered) -> None:
     """`native` absent or false: the package is pure Python, built by hatchling, as before."""
     project = rendered(
@@ -204,13 +247,23 @@ for custom_ops in (["none"], ["none", "+RMSNorm"]):
         op = RMSNorm(8)
         print("BUILT", custom_ops, type(op).__module__, op(torch.randn(2, 8)).shape, flush=True)
 """
-# The generated tests that run the compiled kernels, in each native instance's test file.
-KERNEL_TESTS = [
-    "test_compiled_kernels_load",
-    "test_compiled_kernel_matches_forward_native[dtype0]",
-    "test_compiled_kernel_matches_forward_native[dtype1]",
-    "test_compiled_kernel_traces_under_torch_compile",
-]
+# The generated tests that run the compiled kernels, in each native instance's test file: an
+# op with the template's kernels (True), any other op with its stub (False: the contract any
+# op's kernel has, checked whatever it computes).
+KERNEL_TESTS = {
+    True: [
+        "test_compiled_kernels_load",
+        "test_compiled_kernel_matches_forward_native[dtype0]",
+        "test_compiled_kernel_matches_forward_native[dtype1]",
+        "test_compiled_kernel_traces_under_torch_compile",
+    ],
+    False: [
+        "test_compiled_kernels_load",
+        "test_compiled_kernel_has_its_schema",
+        "test_forward_cpu_runs_the_compiled_kernel",
+        "test_forward_cpu_matches_vllm_native",
+    ],
+}
 
 
 @pytest.mark.real_vllm
@@ -245,8 +298,9 @@ def test_native_example_compiles_and_passes_its_suite(
         for case in ElementTree.parse(report).getroot().iter("testcase")
         if not list(case)  # no <skipped>, <failure> or <error>
     }
-    for module in native_modules(project).values():
-        missing = {(f"test_{module}", t) for t in KERNEL_TESTS} - passed
+    for op, module in native_modules(project).items():
+        expected = KERNEL_TESTS[op in CATALOG["custom_op"]["native"]]
+        missing = {(f"test_{module}", t) for t in expected} - passed
         assert not missing, missing
     for cmd in ([str(env.bin / "ruff"), "check", "."],
                 [str(env.bin / "ruff"), "format", "--check", "."]):  # fmt: skip

@@ -277,7 +277,11 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
             " C++ (csrc/<module>.cpp, and csrc/<module>_cuda.cu where torch is a CUDA build and"
             " nvcc is found) into torch operators its forward_cpu and forward_cuda call; the"
             " package then builds with setuptools and torch.utils.cpp_extension (`pip install"
-            " --no-build-isolation .`); only for " + ", ".join(f"`{name}`" for name in native)
+            " --no-build-isolation .`); any op: "
+            + ", ".join(f"`{name}`" for name in native)
+            + " with kernels that compute it, any other with a stub operator"
+            " torch.ops.<package>.<module> (a copy, through which forward_cpu and forward_cuda"
+            " pass vLLM's result) for yours"
         )
     if details:
         lines.append(
