@@ -83,6 +83,7 @@ def test_a_hand_written_plugin_is_checked(tmp_path: Path) -> None:
         "registers[model:MyLlamaForCausalLM]": "PASSED",
         "registers[model:MyTinyLlama]": "PASSED",
         "registers[tool_parser:handwritten_json]": "PASSED",
+        "registers[config_parser:handwritten]": "PASSED",
         "idempotent": "PASSED",
         "lazy": "PASSED",
     }, good.stdout

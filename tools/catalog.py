@@ -75,6 +75,11 @@ KIT_READS: dict[str, dict[str, Any]] = {
         "kind": "custom_op", "api": "op_registry_oot", "names": {"keys": ""},
         "load": {"entries": "", "call": None}, "facts": ["op_registry_oot"],
     },
+    "config_parser": {
+        "kind": "config_parser", "api": "config_formats", "names": {"keys": ""},
+        "load": {"api": "get_config_parser"},
+        "facts": ["_CONFIG_FORMAT_TO_CONFIG_PARSER", "get_config_parser"],
+    },
 }  # fmt: skip
 QUESTIONS = EXTENSIONS / "questions.yml"
 QUESTIONS_HEADER = """\

@@ -13,3 +13,10 @@ def register() -> None:
     ToolParserManager.register_lazy_module(
         "handwritten_json", "handwritten_plugin.tool_parser", "HandwrittenToolParser"
     )
+
+    # By class: vLLM builds a new parser from it for each configuration it reads.
+    from vllm.transformers_utils.config import register_config_parser
+
+    from .config_parser import HandwrittenConfigParser
+
+    register_config_parser("handwritten")(HandwrittenConfigParser)
