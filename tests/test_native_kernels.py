@@ -38,6 +38,8 @@ from test_render import UNRENDERED
 
 NATIVE = ROOT / "examples" / "native-kernel.yml"
 PACKAGE = yaml.safe_load(NATIVE.read_text())["package_name"]
+# The example's compiled module of its own (native_modules), beside the ops' kernels in _C.
+(OWN,) = yaml.safe_load(NATIVE.read_text())["native_modules"]
 ENV = {"VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1"}
 
 
@@ -91,6 +93,7 @@ def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> N
     csrc = sorted(p.name for p in (project / "csrc").iterdir())
     expected = [
         "_C.cpp",
+        OWN,  # the folder of its own module: csrc/acme_ext/acme_ext.cpp
         *(f"{m}{suffix}" for m in modules.values() for suffix in (".cpp", "_cuda.cu")),
     ]
     assert csrc == sorted(expected), csrc  # GELU, not native, has no kernel files
@@ -109,6 +112,10 @@ def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> N
     # The CUDA files compile only with a CUDA torch and a toolkit; without torch, a refusal.
     assert "if cuda and torch.version.cuda and cpp_extension.CUDA_HOME:" in setup, setup
     assert "--no-build-isolation" in setup
+    assert f'MODULES: list[str] = ["{OWN}"]' in setup and "KERNELS = True" in setup
+    own = (project / "csrc" / OWN / f"{OWN}.cpp").read_text()
+    assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)" in own
+    assert f'import_module("{PACKAGE}.{OWN}")' in (project / "tests" / f"test_{OWN}.py").read_text()
 
     for op, module in modules.items():
         cpp = (project / "csrc" / f"{module}.cpp").read_text()
@@ -208,6 +215,32 @@ def test_native_any_op_renders_a_stub_kernel(rendered) -> None:
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_native_modules_alone_build_with_setuptools_without_kernels(rendered) -> None:
+    """`native_modules` without a native op: setup.py builds those modules only (no _C, no
+    _native.py), with setuptools; CI and the docs install without build isolation."""
+    project = rendered(
+        kinds=["general", "tool_parser"],
+        project_name="Own modules",
+        native_modules=["fast_path", {"name": "tokenize_ext", "build": "torch"}],
+    )
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["build-system"]["build-backend"] == "setuptools.build_meta"
+    assert sorted(p.name for p in (project / "csrc").iterdir()) == ["fast_path", "tokenize_ext"]
+    for name in ("fast_path", "tokenize_ext"):
+        assert (project / "csrc" / name / f"{name}.cpp").is_file(), name
+        assert (project / "tests" / f"test_{name}.py").is_file(), name
+    assert not (project / "src" / "own_modules" / "_native.py").exists()
+    setup = (project / "setup.py").read_text()
+    assert "KERNELS = False" in setup
+    assert 'MODULES: list[str] = ["fast_path", "tokenize_ext"]' in setup
+    assert "## Compiled modules" in (project / "DEVELOPING.md").read_text()
+    tests = (project / ".github" / "workflows" / "tests.yml").read_text()
+    assert '--no-build-isolation -e ".[test]"' in tests
+    for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_plugins_without_native_kernels_keep_hatchling(rendered) -> None:
     """`native` absent or false: the package is pure Python, built by hatchling, as before."""
     project = rendered(
@@ -284,8 +317,9 @@ def test_native_example_compiles_and_passes_its_suite(
     record_property("native_compile_seconds", seconds)
     print(f"native example: pip install --no-build-isolation compiled _C in {seconds} s")
     (built,) = (site / PACKAGE).glob("_C.*.so")
+    assert list((site / PACKAGE).glob(f"{OWN}.*.so")), sorted((site / PACKAGE).iterdir())
     objects = sorted(p.name for p in (project / "build").rglob("*.o"))
-    cpp = sorted(p.stem for p in (project / "csrc").glob("*.cpp"))
+    cpp = sorted(p.stem for p in (project / "csrc").glob("**/*.cpp"))
     assert objects == sorted(f"{stem}.o" for stem in cpp), objects  # no CUDA object here
 
     report = tmp_path / "report.xml"
@@ -302,6 +336,11 @@ def test_native_example_compiles_and_passes_its_suite(
         expected = KERNEL_TESTS[op in CATALOG["custom_op"]["native"]]
         missing = {(f"test_{module}", t) for t in expected} - passed
         assert not missing, missing
+    own = {
+        (f"test_{OWN}", f"test_{OWN}_is_compiled_and_importable"),
+        (f"test_{OWN}", f"test_{OWN}_add"),
+    }
+    assert own <= passed, own - passed
     for cmd in ([str(env.bin / "ruff"), "check", "."],
                 [str(env.bin / "ruff"), "format", "--check", "."]):  # fmt: skip
         proc = run(cmd, project, **paths)
@@ -371,6 +410,7 @@ def test_native_sdist_needs_no_torch_and_an_isolated_build_is_refused(
     for module in native_modules(project).values():
         assert {f"csrc/{module}.cpp", f"csrc/{module}_cuda.cu"} <= names, names
     assert {"csrc/_C.cpp", "setup.py", "MANIFEST.in", f"src/{PACKAGE}/_native.py"} <= names
+    assert f"csrc/{OWN}/{OWN}.cpp" in names, names
     assert not [n for n in names if n.endswith(".so")], names
     twine = subprocess.run(
         [sys.executable, "-m", "twine", "check", "--strict", str(path)],
@@ -386,6 +426,6 @@ def test_native_sdist_needs_no_torch_and_an_isolated_build_is_refused(
     )  # fmt: skip
     assert build.returncode == 1, build.stdout[-2000:] + build.stderr[-2000:]
     assert build.stderr.strip().splitlines()[-1] == (
-        f"{PACKAGE}._C compiles against the torch vLLM runs with, and this build has none: "
-        "install with `pip install --no-build-isolation .` beside vLLM and torch"
+        f"{PACKAGE}._C, {PACKAGE}.{OWN} compile against the torch vLLM runs with, and this build"
+        " has none: install with `pip install --no-build-isolation .` beside vLLM and torch"
     )

@@ -754,6 +754,20 @@ ROWS: list[Row] = [
         OP,
         shown="'yes'",
     ),
+    # native_modules: compiled modules of the author's own (issue 36 item 1)
+    Row("native_modules", "acme_ext", "is not a list", shown="'acme_ext'"),
+    Row("native_modules", ["Acme-Ext"], "is not a module name", shown="'Acme-Ext'"),
+    Row("native_modules", ["_C"], "is not a module name", shown="'_C'"),
+    Row("native_modules", ["custom_op_rms_norm"], "custom_op RMSNorm has it", OP, detail=True),
+    Row(
+        "native_modules",
+        [{"name": "acme_ext", "build": "cmake"}],
+        "is not a build",
+        shown="'cmake'",
+    ),
+    Row("native_modules", [{"name": "acme_ext", "flags": 1}], "is not a key", shown="'flags'"),
+    Row("native_modules", ["acme_ext", "acme_ext"], "is listed twice", shown="'acme_ext'"),
+    Row("native_modules", ["steps"], "is a reserved name", shown="'steps'"),
     # pluggable_layer: the same rule (PluggableLayer.__new__ looks up the class name too)
     Row(
         "pluggable_layer_names",
