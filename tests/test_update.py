@@ -942,3 +942,34 @@ def test_author_extra_package_and_package_data(
 
     missing = [rel for rel in (r.replace("PKG", package) for r in IN_WHEEL) if rel not in names]
     assert missing == [], names
+
+
+# Issue 36: the build backend is the author's ([build-system], DEVELOPING.md "Your packaging"):
+# here setuptools in hatchling's place, with its own package table.
+BUILD_BACKEND = {
+    'requires = ["hatchling>=1.27"]\nbuild-backend = "hatchling.build"\n': (
+        'requires = ["setuptools>=77"]\nbuild-backend = "setuptools.build_meta"\n'
+    ),
+    'packages = ["src/PKG"]\n': (
+        'packages = ["src/PKG"]\n\n[tool.setuptools.packages.find]\nwhere = ["src"]\n'
+    ),
+}
+
+
+@pytest.mark.parametrize("start", [next(iter(harness.RELEASES["releases"])), "HEAD"])
+def test_author_build_backend(start: str, template: Template, tmp_path: Path) -> None:
+    """Issue 36: a build backend of the author's survives an update, from the oldest recorded
+    release and from HEAD, and builds the wheel vLLM loads: the package and its entry points."""
+    project = tmp_path / "plugin"
+    update_author_packaging(template, project, start, BUILD_BACKEND)
+    package = str(harness.answers(project)["package_name"])
+    backend = tomllib.loads((project / "pyproject.toml").read_text())["build-system"]
+    assert backend["build-backend"] == "setuptools.build_meta", backend
+
+    wheel = built_wheel(project, tmp_path / "dist")
+
+    names = wheel_metadata(wheel)[0]
+    assert f"{package}/__init__.py" in names, names
+    (points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    with zipfile.ZipFile(wheel) as zf:
+        assert "[vllm.general_plugins]" in zf.read(points).decode(), names
