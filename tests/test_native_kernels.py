@@ -58,6 +58,26 @@ def native_modules(project: Path) -> dict[str, str]:
     return {op: instances(project)[f"custom_op:{op}"] for op in ops}
 
 
+def native_layers(project: Path) -> dict[str, str]:
+    """{layer: module} of the project's pluggable layers answered with `native: true`."""
+    answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
+    layers = [
+        el["name"]
+        for el in answers.get("pluggable_layer_names", [])
+        if isinstance(el, dict) and el.get("native")
+    ]
+    return {layer: instances(project)[f"pluggable_layer:{layer}"] for layer in layers}
+
+
+# The generated tests of a native pluggable layer's stub kernel.
+LAYER_TESTS = [
+    "test_compiled_kernels_load",
+    "test_compiled_kernel_has_its_schema",
+    "test_forward_runs_the_compiled_kernel",
+    "test_forward_matches_vllm",
+]
+
+
 # Compiling takes most of tier 2's time here: the newest CPU build only, unless VPT_ALL_TARGETS=1.
 NATIVE_TARGETS = TARGETS if os.environ.get("VPT_ALL_TARGETS") == "1" else [SERVING_TARGET]
 
@@ -90,11 +110,17 @@ def run(cmd: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[st
 def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> None:
     modules = native_modules(project)
     assert set(modules) == {"RMSNorm", "SiluAndMul", "GeluAndMul"}, modules
+    layers = native_layers(project)
+    assert set(layers) == {"RowParallelLinear"}, layers
     csrc = sorted(p.name for p in (project / "csrc").iterdir())
     expected = [
         "_C.cpp",
         OWN,  # the folder of its own module: csrc/acme_ext/acme_ext.cpp
-        *(f"{m}{suffix}" for m in modules.values() for suffix in (".cpp", "_cuda.cu")),
+        *(
+            f"{m}{suffix}"
+            for m in [*modules.values(), *layers.values()]
+            for suffix in (".cpp", "_cuda.cu")
+        ),
     ]
     assert csrc == sorted(expected), csrc  # GELU, not native, has no kernel files
     for name in ("setup.py", "MANIFEST.in", f"src/{PACKAGE}/_native.py"):
@@ -140,6 +166,14 @@ def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> N
     assert f'SCHEMA = "{stub}{schema}"' in (project / "tests" / f"test_{stub}.py").read_text()
     python = (project / "src" / PACKAGE / f"{stub}.py").read_text()
     assert "_native.through(kernel, super().forward_cpu(*args, **kwargs))" in python
+    # A layer: the same stub, forward passes vLLM's output through it.
+    (layer,) = layers.values()
+    assert f'm.def("{layer}{schema}");' in (project / "csrc" / f"{layer}.cpp").read_text()
+    python = (project / "src" / PACKAGE / f"{layer}.py").read_text()
+    assert "return _native.through(kernel, out)" in python
+    test = (project / "tests" / f"test_{layer}.py").read_text()
+    for name in LAYER_TESTS:
+        assert f"def {name}(" in test, (layer, name)
 
     for path in project.rglob("*"):
         if path.is_file() and ".git" not in path.parts:
@@ -336,6 +370,9 @@ def test_native_example_compiles_and_passes_its_suite(
         expected = KERNEL_TESTS[op in CATALOG["custom_op"]["native"]]
         missing = {(f"test_{module}", t) for t in expected} - passed
         assert not missing, missing
+    for module in native_layers(project).values():
+        missing = {(f"test_{module}", t) for t in LAYER_TESTS} - passed
+        assert not missing, missing
     own = {
         (f"test_{OWN}", f"test_{OWN}_is_compiled_and_importable"),
         (f"test_{OWN}", f"test_{OWN}_add"),
@@ -407,7 +444,7 @@ def test_native_sdist_needs_no_torch_and_an_isolated_build_is_refused(
     path = tmp_path / sdist.stdout.split("SDIST ", 1)[1].strip()
     with tarfile.open(path) as tf:
         names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
-    for module in native_modules(project).values():
+    for module in [*native_modules(project).values(), *native_layers(project).values()]:
         assert {f"csrc/{module}.cpp", f"csrc/{module}_cuda.cu"} <= names, names
     assert {"csrc/_C.cpp", "setup.py", "MANIFEST.in", f"src/{PACKAGE}/_native.py"} <= names
     assert f"csrc/{OWN}/{OWN}.cpp" in names, names

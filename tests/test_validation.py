@@ -777,6 +777,13 @@ ROWS: list[Row] = [
         detail=True,
     ),
     Row("pluggable_layer_names", ["MoERunnerInterface"], "use one of 'MoERunner'", PL, detail=True),
+    Row(
+        "pluggable_layer_names",
+        [{"name": "RowParallelLinear", "native": 1}],
+        "is not true or false",
+        PL,
+        shown="1",
+    ),
     Row("pluggable_layer_names", ["KimiK3DeltaAttention"], "both define", PL, detail=True),
     # reasoning_parser
     Row(

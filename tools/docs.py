@@ -240,12 +240,13 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
     entry = yaml.safe_load((ROOT / "extensions" / kind / "kind.yml").read_text())
     spec = entry["instances"]
     native = entry.get("native") or {}
-    # `native` has its own line below.
-    details = {k: v for k, v in (spec.get("details") or {}).items() if k != "native" or not native}
+    # `native` has its own line below (a kind without kernels of its own has the stub's).
+    stub = "native" in (spec.get("details") or {}) and not native
+    details = {k: v for k, v in (spec.get("details") or {}).items() if k != "native"}
     stand = ["stand_down"] if spec.get("stand_down") else []
     replace = spec.get("replace") or {}
     opt_in = ["replace"] if replace.get("how") else []
-    compiled = ["native"] if native else []
+    compiled = ["native"] if native or stub else []
     keys = ", ".join(f"`{k}`" for k in ["module", "class", *stand, *opt_in, *compiled, *details])
     lines = [
         "a YAML list, not empty; each element a name, or a mapping with `name` and any of "
@@ -282,6 +283,14 @@ def _list_rules(kind: str, rules: dict[str, str]) -> list[str]:
             + " with kernels that compute it, any other with a stub operator"
             " torch.ops.<package>.<module> (a copy, through which forward_cpu and forward_cuda"
             " pass vLLM's result) for yours"
+        )
+    if stub:
+        lines.append(
+            "`native` (true or false, default false): true passes forward's output through a"
+            " torch operator compiled from C++, torch.ops.<package>.<module> (csrc/<module>.cpp,"
+            " and csrc/<module>_cuda.cu where torch is a CUDA build and nvcc is found), a stub"
+            " that copies a tensor until you write your kernel; the package then builds with"
+            " setuptools and torch.utils.cpp_extension (`pip install --no-build-isolation .`)"
         )
     if details:
         lines.append(
