@@ -138,10 +138,10 @@ def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> N
     # The CUDA files compile only with a CUDA torch and a toolkit; without torch, a refusal.
     assert "if cuda and torch.version.cuda and cpp_extension.CUDA_HOME:" in setup, setup
     assert "--no-build-isolation" in setup
-    assert f'MODULES: list[str] = ["{OWN}"]' in setup and "KERNELS = True" in setup
+    assert f'MODULES: list[str] = [\n    "{OWN}",\n]' in setup and "KERNELS = True" in setup
     own = (project / "csrc" / OWN / f"{OWN}.cpp").read_text()
     assert "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m)" in own
-    assert f'import_module("{PACKAGE}.{OWN}")' in (project / "tests" / f"test_{OWN}.py").read_text()
+    assert f'NAME = "{OWN}"' in (project / "tests" / f"test_{OWN}.py").read_text()
 
     for op, module in modules.items():
         cpp = (project / "csrc" / f"{module}.cpp").read_text()
@@ -211,8 +211,9 @@ def test_native_code_is_formatted_for_the_longest_names(tmp_path: Path) -> None:
     """A package name of 51 characters (its classes then take nearly the 64 allowed): what
     the native instances add is still ruff-clean."""
     package = "abcdefghij_klmnopqrst_uvwxyzabcd_abcdefghij_klmnopq"
-    project = render_file(tmp_path / "long", NATIVE, package_name=package)
-    files = ["setup.py", f"src/{package}/_native.py"]
+    own = ["a" * 40, "b" * 40, "c" * 40]  # native modules of the longest names, too
+    project = render_file(tmp_path / "long", NATIVE, package_name=package, native_modules=own)
+    files = ["setup.py", f"src/{package}/_native.py", *(f"tests/test_{name}.py" for name in own)]
     for module in native_modules(project).values():
         files += [f"src/{package}/{module}.py", f"tests/test_{module}.py"]
     for cmd in (["ruff", "check", *files], ["ruff", "format", "--check", *files]):
@@ -266,7 +267,7 @@ def test_native_modules_alone_build_with_setuptools_without_kernels(rendered) ->
     assert not (project / "src" / "own_modules" / "_native.py").exists()
     setup = (project / "setup.py").read_text()
     assert "KERNELS = False" in setup
-    assert 'MODULES: list[str] = ["fast_path", "tokenize_ext"]' in setup
+    assert 'MODULES: list[str] = [\n    "fast_path",\n    "tokenize_ext",\n]' in setup
     assert "## Compiled modules" in (project / "DEVELOPING.md").read_text()
     tests = (project / ".github" / "workflows" / "tests.yml").read_text()
     assert '--no-build-isolation -e ".[test]"' in tests
