@@ -897,6 +897,24 @@ ROWS: list[Row] = [
         shown="",
         detail=True,
     ),
+    # Issue 36: a patch that rewrites vLLM's installed files is refused, saying to patch in
+    # memory; `how` takes only setattr.
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "how": "rewrite_file"}],
+        "must patch in memory: how `setattr`",
+        PATCH,
+        shown="'rewrite_file'",
+        detail=True,
+    ),
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "how": "monkey"}],
+        "must have how `setattr`",
+        PATCH,
+        shown="'monkey'",
+        detail=True,
+    ),
     Row(
         "patch_targets",
         [{"target": "vllm.v1.core.sched.scheduler:Scheduler.schedule", "name": "a b"}],
