@@ -166,6 +166,7 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
         "Console scripts",
         "Entry points in other tools",
         "More vllm.general_plugins entry points",
+        "Compiled Python modules of your own",
     ):
         s.answer(prompt, ENTER)  # fmt: skip
     s.expect(pexpect.EOF)
