@@ -313,10 +313,21 @@ def test_pinned_plugin_moves_only_when_asked(moved_target: tuple[Path, Path, str
 def test_updated_plugin_passes_its_suite_in_real_vllm(
     moved_target: tuple[Path, Path, str], tmp_path: Path
 ) -> None:
-    """The updated plugin (author's work included) in real vLLM: its own tests and lint."""
-    project, _, _ = moved_target
+    """The updated plugin (author's work included) in real vLLM: its own tests and lint, on the
+    package that the author's own build backend builds (setuptools in hatchling's place, as in
+    test_author_build_backend, which proves that an update keeps it)."""
+    project = tmp_path / "plugin"
+    shutil.copytree(moved_target[0], project)
+    package = str(harness.answers(project)["package_name"])
+    text = (project / "pyproject.toml").read_text()
+    for old, new in BUILD_BACKEND.items():
+        assert text.count(old.replace("PKG", package)) == 1, (old, text)
+        text = text.replace(old.replace("PKG", package), new.replace("PKG", package))
+    (project / "pyproject.toml").write_text(text)
     env = envs.ensure(VLLM["latest"])
     paths = envs.install_overlay(env, project, tmp_path / "site")
+    (wheel,) = (tmp_path / "site").glob(f"{package}-*.dist-info/WHEEL")
+    assert "Generator: setuptools" in wheel.read_text(), wheel.read_text()
     run_env = {
         **os.environ,
         **paths,
