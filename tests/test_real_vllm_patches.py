@@ -33,6 +33,8 @@ PATCHES_PROMISED = {
     "patch:wrap_build_app": ["front end"],
     "patch:check_inputs": ["front end"],
     "patch:time_execute_model": ["worker"],
+    "patch:own_deepseek_r1": ["front end"],
+    "patch:edit_olmo3": ["front end"],
 }
 
 
@@ -131,7 +133,7 @@ def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> No
 
 
 ROLES_SCRIPT = """
-import importlib, json, multiprocessing
+import importlib, importlib.util, json, multiprocessing, sys
 from acme_patches import _plugin
 
 seen = {}
@@ -152,6 +154,23 @@ try:
     step(*args)
 except RuntimeError as e:
     seen["worker module before"] = str(e)
+# A module patch whose target is imported before the plugin loads fails in one line; a transform
+# of a module without Python source (a compiled one) fails its import in one line.
+multiprocessing.current_process().name = "MainProcess"
+importlib.import_module("vllm.reasoning.deepseek_r1_reasoning_parser")
+try:
+    step, args = importlib.reload(_plugin)._helper("patch:own_deepseek_r1")
+    step(*args)
+except RuntimeError as e:
+    seen["imported before"] = str(e)
+hook = _plugin._ModuleHook("edit_olmo3", "_json", "acme_patches.patch_edit_olmo3", "transform")
+spec = importlib.util.find_spec("_json")
+compiled = type(sys)("_json")
+compiled.__spec__ = spec
+try:
+    _plugin._Transformed(hook, spec.loader).exec_module(compiled)
+except ImportError as e:
+    seen["no source"] = str(e)
 print("ROLES " + json.dumps(seen))
 """
 
@@ -168,6 +187,16 @@ def test_patch_roles_follow_the_process(target: str, tmp_path: Path) -> None:
     out = _run([str(env.python), "-c", ROLES_SCRIPT], tmp_path, paths)
     seen = json.loads(out.split("ROLES ", 1)[1].splitlines()[0])
     refused = seen.pop("worker module before")
+    imported, no_source = seen.pop("imported before"), seen.pop("no source")
+    assert imported == (
+        "acme_patches patch own_deepseek_r1: vllm.reasoning.deepseek_r1_reasoning_parser is "
+        "imported already when the plugin loads, so how: replace_module cannot reach it: give "
+        "the patch `when: before_vllm`"
+    ), imported
+    assert no_source.startswith("acme_patches patch edit_olmo3: _json has no Python source ("), (
+        no_source
+    )
+    assert "\n" not in no_source and no_source.endswith("patch it with setattr"), no_source
     assert seen == {
         "EngineCore": ["engine core"],
         "VllmWorker-0": ["worker"],

@@ -897,14 +897,39 @@ ROWS: list[Row] = [
         shown="",
         detail=True,
     ),
-    # Issue 36: a patch that rewrites vLLM's installed files is refused, saying to patch in
-    # memory; `how` takes only setattr.
+    # Issue 36: a patch that rewrites vLLM's installed files is refused, saying to transform
+    # the source in memory; `how` takes setattr, replace_module or transform, the last two a
+    # module (a vLLM module, recorded, for replace_module).
     Row(
         "patch_targets",
         [{"target": SCHEDULE, "how": "rewrite_file"}],
-        "must patch in memory: how `setattr`",
+        "must patch in memory: how `transform`",
         PATCH,
         shown="'rewrite_file'",
+        detail=True,
+    ),
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "how": "replace_module"}],
+        "must have a target that is a module with how `replace_module`",
+        PATCH,
+        shown="'vllm.v1.core.sched.sc...'",
+        detail=True,
+    ),
+    Row(
+        "patch_targets",
+        [{"target": "json.decoder", "how": "replace_module"}],
+        "must have a vLLM module as target with how `replace_module`",
+        PATCH,
+        shown="'json.decoder'",
+        detail=True,
+    ),
+    Row(
+        "patch_targets",
+        [{"target": "vllm.reasoning.deepseek_r9_reasoning_parser", "how": "transform"}],
+        "must have a target whose module exists in vLLM",
+        PATCH,
+        shown="'vllm.reasoning.deepse...'",
         detail=True,
     ),
     Row(
