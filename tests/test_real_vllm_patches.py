@@ -35,6 +35,7 @@ PATCHES_PROMISED = {
     "patch:time_execute_model": ["worker"],
     "patch:own_deepseek_r1": ["front end"],
     "patch:edit_olmo3": ["front end"],
+    "patch:edit_gptoss": ["front end"],
 }
 
 
@@ -134,9 +135,16 @@ def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> No
 
 ROLES_SCRIPT = """
 import importlib, importlib.util, json, multiprocessing, sys
-from acme_patches import _plugin
 
-seen = {}
+# when: before_vllm: at Python start only the .pth's module is imported (not the plugin); the
+# API server's module imports the gpt-oss reasoning parser module before vLLM loads plugins,
+# transformed all the same.
+seen = {"at start": sorted(m for m in sys.modules if m.startswith("acme_patches"))}
+import vllm.entrypoints.openai.api_server
+gptoss = sys.modules["vllm.reasoning.gptoss_reasoning_parser"]
+seen["before plugins"] = [type(gptoss.__loader__).__name__, "vllm.plugins" in sys.modules and
+    bool(getattr(sys.modules["vllm.plugins"], "plugins_loaded", False))]
+from acme_patches import _plugin
 for process in ["EngineCore", "VllmWorker-0", "MainProcess"]:
     multiprocessing.current_process().name = process
     importlib.reload(_plugin)  # the roles are decided while vLLM imports the plugin
@@ -187,6 +195,8 @@ def test_patch_roles_follow_the_process(target: str, tmp_path: Path) -> None:
     out = _run([str(env.python), "-c", ROLES_SCRIPT], tmp_path, paths)
     seen = json.loads(out.split("ROLES ", 1)[1].splitlines()[0])
     refused = seen.pop("worker module before")
+    assert seen.pop("at start") == ["acme_patches_early"]
+    assert seen.pop("before plugins") == ["_Transformed", False]
     imported, no_source = seen.pop("imported before"), seen.pop("no source")
     assert imported == (
         "acme_patches patch own_deepseek_r1: vllm.reasoning.deepseek_r1_reasoning_parser is "

@@ -924,6 +924,23 @@ ROWS: list[Row] = [
         shown="'json.decoder'",
         detail=True,
     ),
+    # `when`: import, or before_vllm (a .pth at Python start) for a module patch only.
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "when": "early"}],
+        "must have when `import`",
+        PATCH,
+        shown="'early'",
+        detail=True,
+    ),
+    Row(
+        "patch_targets",
+        [{"target": SCHEDULE, "when": "before_vllm"}],
+        "must have how `replace_module` or `transform` with when `before_vllm`",
+        PATCH,
+        shown="'before_vllm'",
+        detail=True,
+    ),
     Row(
         "patch_targets",
         [{"target": "vllm.reasoning.deepseek_r9_reasoning_parser", "how": "transform"}],

@@ -300,6 +300,12 @@ def install_overlay(
         dest,
         *projects,
     )
+    if list(Path(dest).glob("*.pth")):  # a plugin's .pth (a patch with `when: before_vllm`)
+        # runs at every Python start in a real install: this folder, on PYTHONPATH, is made a
+        # site folder as site-packages is (Python imports sitecustomize at start).
+        Path(dest, "sitecustomize.py").write_text(
+            "import os\nimport site\n\nsite.addsitedir(os.path.dirname(__file__))\n"
+        )
     _INSTALLED.add(key)
     return {"PYTHONPATH": str(dest)}
 
