@@ -201,7 +201,8 @@ def test_patch_roles_follow_the_process(target: str, tmp_path: Path) -> None:
     assert imported == (
         "acme_patches patch own_deepseek_r1: vllm.reasoning.deepseek_r1_reasoning_parser is "
         "imported already when the plugin loads, so how: replace_module cannot reach it: give "
-        "the patch `when: before_vllm`"
+        "the patch `when: before_vllm` (then acme_patches_early.pth, installed in site-packages, "
+        "reaches it from Python start)"
     ), imported
     assert no_source.startswith("acme_patches patch edit_olmo3: _json has no Python source ("), (
         no_source
