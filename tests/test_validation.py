@@ -97,6 +97,12 @@ OP = {"kinds": ["custom_op"]}
 PL = {"kinds": ["pluggable_layer"]}
 PATCH = {"kinds": ["patch"]}
 SCHEDULE = "vllm.v1.core.sched.scheduler:Scheduler.schedule"
+EARLY = {
+    "name": "gptoss",
+    "target": "vllm.reasoning.gptoss_reasoning_parser",
+    "how": "transform",
+    "when": "before_vllm",
+}
 LONG = "x" * 5000
 
 ROWS: list[Row] = [
@@ -768,6 +774,24 @@ ROWS: list[Row] = [
     Row("native_modules", [{"name": "acme_ext", "flags": 1}], "is not a key", shown="'flags'"),
     Row("native_modules", ["acme_ext", "acme_ext"], "is listed twice", shown="'acme_ext'"),
     Row("native_modules", ["steps"], "is a reserved name", shown="'steps'"),
+    # a patch's before_vllm ships a .pth that the setup.py build of compiled code does not (the
+    # native_modules side, asked after patch_targets, in MACRO_CASES)
+    Row(
+        "patch_targets",
+        [EARLY],
+        "must have when `import` in a plugin with compiled code",
+        {"kinds": ["custom_op", "patch"], "custom_op_names": [{"name": "RMSNorm", "native": True}]},
+        shown="'before_vllm'",
+        detail=True,
+    ),
+    Row(
+        "patch_targets",
+        [EARLY],
+        "must have when `import` in a plugin with compiled code",
+        {**PATCH, "native_modules": ["acme_ext"]},
+        shown="'before_vllm'",
+        detail=True,
+    ),
     # pluggable_layer: the same rule (PluggableLayer.__new__ looks up the class name too)
     Row(
         "pluggable_layer_names",
@@ -1533,6 +1557,12 @@ MACRO_CASES = [
     ('distinct("RMSNorm", {"an unanswered question": undefined_answer})', ""),
     ('not_reserved("half", ["float", "half"], "vLLM maps it to a torch dtype")', "a reserved name"),
     ('class_name("KVConnectorRole", "kv_connector", "{t}")', "module imports from vLLM"),
+    # Interactively native_modules comes after patch_targets: it refuses a before_vllm patch.
+    ('native_modules(["acme_ext"], "acme", {"kinds": ["patch"], "patch_targets": [{"name": '
+     '"gptoss", "target": "vllm.reasoning.gptoss_reasoning_parser", "how": "transform", "when": '
+     '"before_vllm"}]})', "native modules cannot join patch 'gptoss' with when `before_vllm`"),
+    ('native_modules(["acme_ext"], "acme", {"kinds": ["patch"], "patch_targets": [{"name": '
+     '"gptoss", "target": "vllm.reasoning.gptoss_reasoning_parser", "how": "transform"}]})', ""),
 ]  # fmt: skip
 
 
