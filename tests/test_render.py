@@ -25,7 +25,19 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import CATALOG, ROOT, TARGETS, VLLM, instances, kinds_for, render, single_target, solo
+from conftest import (
+    CATALOG,
+    PATCHES,
+    ROOT,
+    TARGETS,
+    VLLM,
+    instances,
+    kinds_for,
+    render,
+    render_file,
+    single_target,
+    solo,
+)
 from realvllm import envs
 
 UNRENDERED = re.compile(
@@ -183,6 +195,17 @@ NAME_SETS = {
 @pytest.mark.parametrize("target", TARGETS)
 def test_generated_code_is_formatted_for_any_name_length(names: str, target: str, copie) -> None:
     project = copy(copie, kinds=kinds_for(target), vllm_target=target, **NAME_SETS[names])
+    for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_module_patches_are_formatted_for_the_longest_package_name(tmp_path: Path) -> None:
+    """examples/patches.yml (every `how`, a `before_vllm` early module) with a package name of 51
+    characters: the early module and the patches' tests are ruff-clean too."""
+    package = "abcdefghij_klmnopqrst_uvwxyzabcd_abcdefghij_klmnopq"
+    project = render_file(tmp_path / "long", PATCHES, package_name=package)
+    assert (project / "src" / f"{package}_early.py").is_file()
     for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
         proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stdout + proc.stderr
