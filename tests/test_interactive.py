@@ -142,8 +142,12 @@ def test_interactive_copy(template: Path, tmp_path: Path) -> None:
     s.child.send(" " + ENTER)
     # The range, after the kinds: empty, the target only (the default: the target has a CPU
     # build); its help lists the releases up to the target, here the oldest alone.
-    s.answer("Oldest vLLM release the plugin also supports", ENTER)
-    assert f"up to the target ({OLDEST})" in " ".join(s.text().split())
+    # Waits for the help's end: prompt_toolkit may draw the prompt's first line before the rest.
+    s.expect("Oldest vLLM release the plugin also supports")
+    gap = r"(?:\s|\x1b\[[0-9;?]*[A-Za-z])+"  # spaces, line breaks or terminal codes
+    s.expect(gap.join(["up", "to", "the", "target", re.escape(f"({OLDEST})")]))
+    time.sleep(0.1)
+    s.child.send(ENTER)
     # The general plugin's entry-point name: the default, the package name.
     s.answer("Name of the general plugin's entry point", ENTER)
     # Only the tool parser's question comes, its list of instances; its help draws on the
