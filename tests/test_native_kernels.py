@@ -467,3 +467,132 @@ def test_native_sdist_needs_no_torch_and_an_isolated_build_is_refused(
         f"{PACKAGE}._C, {PACKAGE}.{OWN} compile against the torch vLLM runs with, and this build"
         " has none: install with `pip install --no-build-isolation .` beside vLLM and torch"
     )
+
+
+# ------------------------------------------------ native modules built with CMake (issue 36)
+
+CMAKE = ROOT / "examples" / "native-cmake.yml"
+CMAKE_PACKAGE = yaml.safe_load(CMAKE.read_text())["package_name"]
+# The example's one module, `{name, build: cmake}`.
+(CMAKE_OWN,) = [m["name"] for m in yaml.safe_load(CMAKE.read_text())["native_modules"]]
+
+
+@pytest.fixture(scope="module")
+def cmake_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """examples/native-cmake.yml for the newest CPU build, through `copier copy --data-file`."""
+    out = tmp_path_factory.mktemp("native-cmake") / "acme-fast"
+    return render_file(out, CMAKE, vllm_target=SERVING_TARGET)
+
+
+def test_cmake_example_renders_a_scikit_build_core_package(cmake_project: Path) -> None:
+    """`build: cmake`: scikit-build-core builds the package from CMakeLists.txt (the module
+    with Python's C API, no torch); no setup.py, MANIFEST.in or hatchling table; CI installs
+    with pip's isolated build and the release compiles its sdist the same way."""
+    project = cmake_project
+    for name in ("setup.py", "MANIFEST.in", f"src/{CMAKE_PACKAGE}/_native.py"):
+        assert not (project / name).exists(), name
+    assert sorted(p.name for p in (project / "csrc").iterdir()) == [CMAKE_OWN]
+    assert sorted(p.name for p in (project / "csrc" / CMAKE_OWN).iterdir()) == [f"{CMAKE_OWN}.c"]
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["build-system"] == {
+        "requires": ["scikit-build-core>=0.10"],
+        "build-backend": "scikit_build_core.build",
+    }
+    assert pyproject["tool"]["scikit-build"]["wheel"] == {"packages": [f"src/{CMAKE_PACKAGE}"]}
+    assert pyproject["tool"]["scikit-build"]["build-dir"] == "build/{wheel_tag}"
+    assert not {"hatch", "setuptools"} & set(pyproject["tool"]), sorted(pyproject["tool"])
+    cmake = (project / "CMakeLists.txt").read_text()
+    assert "find_package(Python REQUIRED COMPONENTS Interpreter Development.Module)" in cmake
+    assert f"python_add_library({CMAKE_OWN} MODULE WITH_SOABI" in cmake
+    assert f"install(TARGETS {CMAKE_OWN} DESTINATION {CMAKE_PACKAGE})" in cmake
+    assert "torch" not in cmake.lower() and "pybind11" not in cmake.lower()
+    source = (project / "csrc" / CMAKE_OWN / f"{CMAKE_OWN}.c").read_text()
+    assert f"PyMODINIT_FUNC PyInit_{CMAKE_OWN}(void)" in source
+    assert f'NAME = "{CMAKE_OWN}"' in (project / "tests" / f"test_{CMAKE_OWN}.py").read_text()
+
+    workflows = project / ".github" / "workflows"
+    tests = yaml.safe_load((workflows / "tests.yml").read_text())
+    steps = {step.get("name"): step for step in tests["jobs"]["test"]["steps"]}
+    assert steps["Install the plugin"]["run"] == 'python -m pip install -e ".[test]"'
+    release = yaml.safe_load((workflows / "release.yml").read_text())
+    runs = "\n".join(step.get("run", "") for step in release["jobs"]["build"]["steps"])
+    assert "python -m build --sdist" in runs and "--no-build-isolation" not in runs, runs
+    assert "pip wheel --no-deps" in runs and "torch" not in runs, runs
+    proc = subprocess.run(
+        [*actionlint(), *map(str, sorted(workflows.glob("*.yml")))], capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    developing = (project / "DEVELOPING.md").read_text()
+    assert "\n## Compiled modules\n" in developing and "--no-build-isolation" not in developing
+    assert "- **After editing C:** run `pip install -e .` again." in developing
+    for path in project.rglob("*"):
+        if path.is_file() and ".git" not in path.parts:
+            assert not UNRENDERED.search(path.read_text()), path
+    for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.real_vllm
+def test_cmake_example_builds_editable_and_passes_its_suite(
+    cmake_project: Path, tmp_path: Path, record_property
+) -> None:
+    """`pip install -e .` with pip's own isolated build (scikit-build-core from the package
+    index, this machine's pip configuration not read) compiles the module with CMake; the
+    generated suite passes in real vLLM (the module's own tests among them); then a C edit and
+    `pip install -e .` again (DEVELOPING.md's rebuild) changes what the module computes."""
+    env = envs.ensure(SERVING_TARGET)
+    project = shutil.copytree(cmake_project, tmp_path / "acme-fast")  # this test edits its C
+    site = tmp_path / "site"
+    pip = [str(env.python), "-m", "pip", "install", "-q", "--no-deps", "--upgrade",
+           "--target", str(site)]  # fmt: skip
+    install = subprocess.run(
+        [*pip, "-e", str(project), str(envs.kit_wheel())],
+        capture_output=True, text=True, timeout=600, env=envs.isolated_pip_env(),
+    )  # fmt: skip
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    assert list((site / CMAKE_PACKAGE).glob(f"{CMAKE_OWN}.*.so")), sorted(site.rglob("*"))
+    # The editable install's .pth (its import hook serving src/) runs at start, as it would in
+    # site-packages: this folder is made a site folder (tests/realvllm/envs.py does the same).
+    (site / "sitecustomize.py").write_text(
+        "import os\nimport site\n\nsite.addsitedir(os.path.dirname(__file__))\n"
+    )
+    paths = {"PYTHONPATH": str(site)}
+
+    start = time.monotonic()
+    report = tmp_path / "report.xml"
+    cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve",
+           f"--junitxml={report}"]  # fmt: skip
+    proc = run(cmd, project, **paths)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    passed = {
+        (case.get("classname", "").rpartition(".")[2], case.get("name"))
+        for case in ElementTree.parse(report).getroot().iter("testcase")
+        if not list(case)
+    }
+    own = {
+        (f"test_{CMAKE_OWN}", f"test_{CMAKE_OWN}_{t}")
+        for t in ("is_compiled_and_importable", "add")
+    }
+    assert own <= passed, own - passed
+    record_property("cmake_suite_seconds", round(time.monotonic() - start, 1))
+
+    # Editable: the Python files are the project's; a C edit needs `pip install -e .` again.
+    probe = [str(env.python), "-c", f"import {CMAKE_PACKAGE} as p, {CMAKE_PACKAGE}.{CMAKE_OWN} "
+             "as m; print('PROBE', p.__file__, m.add(2, 3))"]  # fmt: skip
+    before = run(probe, project, **paths)
+    init = project / "src" / CMAKE_PACKAGE / "__init__.py"
+    assert f"PROBE {init} 5" in before.stdout, before.stdout + before.stderr[-2000:]
+    source = project / "csrc" / CMAKE_OWN / f"{CMAKE_OWN}.c"
+    text = source.read_text()
+    assert "PyLong_FromLongLong(a + b)" in text
+    source.write_text(text.replace("PyLong_FromLongLong(a + b)", "PyLong_FromLongLong(a * b)"))
+    start = time.monotonic()
+    again = subprocess.run(
+        [*pip, "-e", str(project)], capture_output=True, text=True, timeout=600,
+        env=envs.isolated_pip_env(),
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    record_property("cmake_rebuild_seconds", round(time.monotonic() - start, 1))
+    after = run(probe, project, **paths)
+    assert f"PROBE {init} 6" in after.stdout, after.stdout + after.stderr[-2000:]

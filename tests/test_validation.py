@@ -767,9 +767,25 @@ ROWS: list[Row] = [
     Row("native_modules", ["custom_op_rms_norm"], "custom_op RMSNorm has it", OP, detail=True),
     Row(
         "native_modules",
-        [{"name": "acme_ext", "build": "cmake"}],
+        [{"name": "acme_ext", "build": "ninja"}],
         "is not a build",
-        shown="'cmake'",
+        shown="'ninja'",
+    ),
+    # build: cmake (scikit-build-core) never beside torch-built code: one build backend
+    Row(
+        "native_modules",
+        ["fast", {"name": "acme_ext", "build": "cmake"}],
+        "and native module 'fast' builds with torch's extension builder",
+        shown="'acme_ext'",
+        detail=True,
+    ),
+    Row(
+        "native_modules",
+        [{"name": "acme_ext", "build": "cmake"}],
+        "and custom_op RMSNorm (native: true) builds with torch's",
+        {"kinds": ["custom_op"], "custom_op_names": [{"name": "RMSNorm", "native": True}]},
+        shown="'acme_ext'",
+        detail=True,
     ),
     Row("native_modules", [{"name": "acme_ext", "flags": 1}], "is not a key", shown="'flags'"),
     Row("native_modules", ["acme_ext", "acme_ext"], "is listed twice", shown="'acme_ext'"),
@@ -1561,6 +1577,10 @@ MACRO_CASES = [
     ('native_modules(["acme_ext"], "acme", {"kinds": ["patch"], "patch_targets": [{"name": '
      '"gptoss", "target": "vllm.reasoning.gptoss_reasoning_parser", "how": "transform", "when": '
      '"before_vllm"}]})', "native modules cannot join patch 'gptoss' with when `before_vllm`"),
+    ('native_modules([{"name": "acme_ext", "build": "cmake"}], "acme", {"kinds": ["patch"], '
+     '"patch_targets": [{"name": "gptoss", "target": "vllm.reasoning.gptoss_reasoning_parser", '
+     '"how": "transform", "when": "before_vllm"}]})',
+     "needs the scikit-build-core build; native modules cannot join patch 'gptoss'"),
     ('native_modules(["acme_ext"], "acme", {"kinds": ["patch"], "patch_targets": [{"name": '
      '"gptoss", "target": "vllm.reasoning.gptoss_reasoning_parser", "how": "transform"}]})', ""),
 ]  # fmt: skip
