@@ -63,13 +63,14 @@ def test_ownership_patterns_match_exactly_the_kind_files() -> None:
         if not path.is_file() or "{% yield" in rel:
             continue
         # the author's switches and steps, serve plan, README (the PyPI page) and package,
-        # created once
+        # and the CMake build of native modules (`build: cmake`), created once
         if out in (
             f"src/{package}/switches.py",
             f"src/{package}/steps.py",
             "tests/serve_plan.py",
             "README.md",
             f"src/{package}/__init__.py",
+            "CMakeLists.txt",
         ):
             assert harness.is_author_owned(out, package), out
             continue
