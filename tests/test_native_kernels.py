@@ -24,6 +24,7 @@ import sys
 import tarfile
 import time
 import tomllib
+import zipfile
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -540,7 +541,8 @@ def test_cmake_example_builds_editable_and_passes_its_suite(
     """`pip install -e .` with pip's own isolated build (scikit-build-core from the package
     index, this machine's pip configuration not read) compiles the module with CMake; the
     generated suite passes in real vLLM (the module's own tests among them); then a C edit and
-    `pip install -e .` again (DEVELOPING.md's rebuild) changes what the module computes."""
+    `pip install -e .` again (DEVELOPING.md's rebuild) changes what the module computes; the
+    release's sdist compiles alone into a wheel with the module and the entry points."""
     env = envs.ensure(SERVING_TARGET)
     project = shutil.copytree(cmake_project, tmp_path / "acme-fast")  # this test edits its C
     site = tmp_path / "site"
@@ -596,3 +598,28 @@ def test_cmake_example_builds_editable_and_passes_its_suite(
     record_property("cmake_rebuild_seconds", round(time.monotonic() - start, 1))
     after = run(probe, project, **paths)
     assert f"PROBE {init} 6" in after.stdout, after.stdout + after.stderr[-2000:]
+
+    # The release workflow's steps: the sdist (no build folder in it), and a wheel compiled
+    # from it alone in pip's isolated build, with the package, the module and entry points.
+    dist = tmp_path / "dist"
+    sdist = subprocess.run(
+        [sys.executable, "-m", "build", "--sdist", "-o", str(dist), str(project)],
+        capture_output=True, text=True, timeout=600, env=envs.isolated_pip_env(),
+    )  # fmt: skip
+    assert sdist.returncode == 0, sdist.stdout[-3000:] + sdist.stderr[-3000:]
+    (tarball,) = dist.glob("*.tar.gz")
+    with tarfile.open(tarball) as tf:
+        names = {n.split("/", 1)[1] for n in tf.getnames() if "/" in n}
+    assert {"CMakeLists.txt", f"csrc/{CMAKE_OWN}/{CMAKE_OWN}.c", "pyproject.toml"} <= names, names
+    assert not [n for n in names if n.startswith("build/") or n.endswith(".so")], names
+    wheel = subprocess.run(
+        [str(env.python), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(tarball)],
+        capture_output=True, text=True, timeout=600, env=envs.isolated_pip_env(),
+    )  # fmt: skip
+    assert wheel.returncode == 0, wheel.stdout[-3000:] + wheel.stderr[-3000:]
+    (built,) = dist.glob("*.whl")
+    with zipfile.ZipFile(built) as zf:
+        files = zf.namelist()
+    assert f"{CMAKE_PACKAGE}/_plugin.py" in files, files
+    assert [f for f in files if re.fullmatch(rf"{CMAKE_PACKAGE}/{CMAKE_OWN}\..*\.so", f)], files
+    assert any(f.endswith(".dist-info/entry_points.txt") for f in files), files
