@@ -61,12 +61,20 @@ MOVED = {
 }
 
 
+# Its module, transformed from Python start (when: before_vllm): `vllm serve` imports it before
+# vLLM loads plugins.
+MOVED_MODULES = {r: t.partition(":")[0] for r, t in MOVED.items()}
+EARLY_MOVED = {"target": MOVED_MODULES, "name": "early_cli_args", "how": "transform"}
+
+
 @pytest.fixture(scope="module")
 def moved_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A plugin for vLLM 0.32 to 0.33 patching make_arg_parser, its target given per release."""
+    """A plugin for vLLM 0.32 to 0.33 patching make_arg_parser, its target given per release,
+    and transforming its module from Python start."""
     answers = tmp_path_factory.mktemp("moved") / "moved.yml"
     patch = {"target": MOVED, "name": "make_arg_parser"}
-    data = {"project_name": "acme", "kinds": ["patch"], "patch_targets": [patch]}
+    early = {**EARLY_MOVED, "when": "before_vllm", "processes": ["front end"]}
+    data = {"project_name": "acme", "kinds": ["patch"], "patch_targets": [patch, early]}
     answers.write_text(json.dumps({**data, "vllm_target": "0.33", "vllm_oldest": "0.32"}))
     return render_file(answers.parent / "moved", answers)
 
@@ -80,8 +88,24 @@ def test_a_target_given_per_release_is_patched_in_each(
     signature checked against the one recorded from that release's wheel; suite and lint."""
     plugin = (moved_package / "src" / "acme" / "_plugin.py").read_text()
     assert f'"patch:make_arg_parser": {{\n        "0.32": "{MOVED["0.32"]}",' in plugin, plugin
-    ok = _suite_loaders_and_lint(envs.ensure(target), moved_package, tmp_path / "site")
-    assert ok == {"patch:make_arg_parser", "lazy"}, ok
+    env = envs.ensure(target)
+    ok = _suite_loaders_and_lint(env, moved_package, tmp_path / "site")
+    assert ok == {"patch:make_arg_parser", "patch:early_cli_args", "lazy"}, ok
+    if target != min(MOVED):
+        return
+    # The older release: `vllm serve`'s module imports that release's module (not the newest
+    # release's, which the row names) before vLLM loads plugins, transformed all the same.
+    script = (
+        "import sys\n"
+        "import vllm.entrypoints.cli.serve\n"
+        f"module = sys.modules[{MOVED_MODULES[target]!r}]\n"
+        "plugins = sys.modules.get('vllm.plugins')\n"
+        "print('EARLY', type(module.__loader__).__name__, module.__loader__.source is not None,"
+        " bool(getattr(plugins, 'plugins_loaded', False)))\n"
+    )
+    paths = envs.install_overlay(env, moved_package, tmp_path / "early")
+    out = _run([str(env.python), "-c", script], tmp_path, paths)
+    assert "EARLY _Transformed True False" in out, out[-4000:]
 
 
 def test_a_real_vllm_change_fails_registration_in_one_line(tmp_path: Path) -> None:

@@ -211,6 +211,36 @@ def test_module_patches_are_formatted_for_the_longest_package_name(tmp_path: Pat
         assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
+def test_an_early_patch_whose_target_moved_is_watched_under_each_name(tmp_path: Path) -> None:
+    """A `before_vllm` module patch whose target moved between the releases of the range (issue
+    36): the early module watches the module of each release (it cannot ask vLLM its version
+    without importing vLLM), drops the other names once one fires, and the plugin's hook then
+    waits behind the glue's own finder for the running release's; the patch's test finds the
+    running release's module; ruff-clean."""
+    moved = {
+        "0.32": "vllm.entrypoints.launchers.cli_args",
+        "0.33": "vllm.entrypoints.common.cli_args",
+    }
+    patch = {"target": moved, "name": "early_cli_args", "how": "transform", "when": "before_vllm"}
+    setattr_patch = {"target": {r: f"{m}:make_arg_parser" for r, m in moved.items()}, "name": "p"}
+    answers = tmp_path / "moved.yml"
+    data = {"kinds": ["patch"], "patch_targets": [setattr_patch, patch], "package_name": "acme"}
+    answers.write_text(yaml.safe_dump({**data, "vllm_target": "0.33", "vllm_oldest": "0.32"}))
+    project = render_file(tmp_path / "moved", answers)
+    early = (project / "src" / "acme_early.py").read_text()
+    watched = early.split("EARLY: dict[str, str] = {\n", 1)[1].split("\n}", 1)[0]
+    assert watched.splitlines() == [f'    "{m}": "patch:early_cli_args",' for m in moved.values()]
+    assert "if s == step]:  # its other releases' names" in early, early
+    plugin = (project / "src" / "acme" / "_plugin.py").read_text()
+    assert "entry = _ours(_moved(step, str(row[0])), name)" in plugin, plugin
+    assert "sys.meta_path.insert(glue[0] + 1 if glue else 0, hook)" in plugin, plugin
+    test = (project / "tests" / "test_patch_early_cli_args.py").read_text()
+    assert f'target = _moved("patch:early_cli_args", "{moved["0.33"]}")' in test, test
+    for cmd in (["ruff", "check", "."], ["ruff", "format", "--check", "."]):
+        proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_how_to_get_a_vllm(target: str, copie) -> None:
     """DEVELOPING.md's "Get a vLLM" and the generated CI follow the catalog for the target: the
