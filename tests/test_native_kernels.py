@@ -126,6 +126,10 @@ def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> N
     assert csrc == sorted(expected), csrc  # GELU, not native, has no kernel files
     for name in ("setup.py", "MANIFEST.in", f"src/{PACKAGE}/_native.py"):
         assert (project / name).is_file(), name
+    # The before_vllm patch: setup.py ships the early module and writes its .pth (issue 36).
+    setup_py = (project / "setup.py").read_text()
+    assert 'py_modules=[f"{PACKAGE}_early"],' in setup_py, setup_py
+    assert 'cmdclass={"build_ext": command, "build_py": WithEarlyPth},' in setup_py, setup_py
 
     pyproject = tomllib.loads((project / "pyproject.toml").read_text())
     assert pyproject["build-system"] == {
@@ -353,6 +357,9 @@ def test_native_example_compiles_and_passes_its_suite(
     record_property("native_compile_seconds", seconds)
     print(f"native example: pip install --no-build-isolation compiled _C in {seconds} s")
     (built,) = (site / PACKAGE).glob("_C.*.so")
+    # The before_vllm patch's .pth and module at the root, as setup.py's build_py ships them.
+    early = (site / f"{PACKAGE}_early.pth").read_text()
+    assert early == f"import {PACKAGE}_early\n" and (site / f"{PACKAGE}_early.py").is_file()
     assert list((site / PACKAGE).glob(f"{OWN}.*.so")), sorted((site / PACKAGE).iterdir())
     objects = sorted(p.name for p in (project / "build").rglob("*.o"))
     cpp = sorted(p.stem for p in (project / "csrc").glob("**/*.cpp"))

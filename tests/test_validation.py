@@ -790,21 +790,13 @@ ROWS: list[Row] = [
     Row("native_modules", [{"name": "acme_ext", "flags": 1}], "is not a key", shown="'flags'"),
     Row("native_modules", ["acme_ext", "acme_ext"], "is listed twice", shown="'acme_ext'"),
     Row("native_modules", ["steps"], "is a reserved name", shown="'steps'"),
-    # a patch's before_vllm ships a .pth that the setup.py build of compiled code does not (the
-    # native_modules side, asked after patch_targets, in MACRO_CASES)
+    # a patch's before_vllm ships a .pth that scikit-build-core's build does not (setup.py's
+    # does; the native_modules side, asked after patch_targets, in MACRO_CASES)
     Row(
         "patch_targets",
         [EARLY],
-        "must have when `import` in a plugin with compiled code",
-        {"kinds": ["custom_op", "patch"], "custom_op_names": [{"name": "RMSNorm", "native": True}]},
-        shown="'before_vllm'",
-        detail=True,
-    ),
-    Row(
-        "patch_targets",
-        [EARLY],
-        "must have when `import` in a plugin with compiled code",
-        {**PATCH, "native_modules": ["acme_ext"]},
+        "must have when `import` in a plugin whose native modules build with cmake",
+        {**PATCH, "native_modules": [{"name": "acme_ext", "build": "cmake"}]},
         shown="'before_vllm'",
         detail=True,
     ),
@@ -1573,10 +1565,11 @@ MACRO_CASES = [
     ('distinct("RMSNorm", {"an unanswered question": undefined_answer})', ""),
     ('not_reserved("half", ["float", "half"], "vLLM maps it to a torch dtype")', "a reserved name"),
     ('class_name("KVConnectorRole", "kv_connector", "{t}")', "module imports from vLLM"),
-    # Interactively native_modules comes after patch_targets: it refuses a before_vllm patch.
+    # Interactively native_modules comes after patch_targets: a cmake build refuses a before_vllm
+    # patch (scikit-build-core ships no .pth), a torch build (setup.py) takes it.
     ('native_modules(["acme_ext"], "acme", {"kinds": ["patch"], "patch_targets": [{"name": '
      '"gptoss", "target": "vllm.reasoning.gptoss_reasoning_parser", "how": "transform", "when": '
-     '"before_vllm"}]})', "native modules cannot join patch 'gptoss' with when `before_vllm`"),
+     '"before_vllm"}]})', ""),
     ('native_modules([{"name": "acme_ext", "build": "cmake"}], "acme", {"kinds": ["patch"], '
      '"patch_targets": [{"name": "gptoss", "target": "vllm.reasoning.gptoss_reasoning_parser", '
      '"how": "transform", "when": "before_vllm"}]})',
