@@ -108,6 +108,22 @@ def run(cmd: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[st
     )
 
 
+def passed_suite(
+    python: Path, project: Path, tmp_path: Path, paths: dict[str, str]
+) -> set[tuple[str, str]]:
+    """Runs the generated suite but its serve tier; (test module, test) of each test that passed."""
+    report = tmp_path / "report.xml"
+    cmd = [str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve",
+           f"--junitxml={report}"]  # fmt: skip
+    proc = run(cmd, project, **paths)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    return {
+        (case.get("classname", "").rpartition(".")[2], case.get("name"))
+        for case in ElementTree.parse(report).getroot().iter("testcase")
+        if not list(case)  # no <skipped>, <failure> or <error>
+    }
+
+
 def test_native_example_renders_a_setuptools_torch_extension(project: Path) -> None:
     modules = native_modules(project)
     assert set(modules) == {"RMSNorm", "SiluAndMul", "GeluAndMul"}, modules
@@ -365,16 +381,7 @@ def test_native_example_compiles_and_passes_its_suite(
     cpp = sorted(p.stem for p in (project / "csrc").glob("**/*.cpp"))
     assert objects == sorted(f"{stem}.o" for stem in cpp), objects  # no CUDA object here
 
-    report = tmp_path / "report.xml"
-    cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve",
-           f"--junitxml={report}"]  # fmt: skip
-    proc = run(cmd, project, **paths)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    passed = {
-        (case.get("classname", "").rpartition(".")[2], case.get("name"))
-        for case in ElementTree.parse(report).getroot().iter("testcase")
-        if not list(case)  # no <skipped>, <failure> or <error>
-    }
+    passed = passed_suite(env.python, project, tmp_path, paths)
     for op, module in native_modules(project).items():
         expected = KERNEL_TESTS[op in CATALOG["custom_op"]["native"]]
         missing = {(f"test_{module}", t) for t in expected} - passed
@@ -569,16 +576,7 @@ def test_cmake_example_builds_editable_and_passes_its_suite(
     paths = {"PYTHONPATH": str(site)}
 
     start = time.monotonic()
-    report = tmp_path / "report.xml"
-    cmd = [str(env.python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not serve",
-           f"--junitxml={report}"]  # fmt: skip
-    proc = run(cmd, project, **paths)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    passed = {
-        (case.get("classname", "").rpartition(".")[2], case.get("name"))
-        for case in ElementTree.parse(report).getroot().iter("testcase")
-        if not list(case)
-    }
+    passed = passed_suite(env.python, project, tmp_path, paths)
     own = {
         (f"test_{CMAKE_OWN}", f"test_{CMAKE_OWN}_{t}")
         for t in ("is_compiled_and_importable", "add")
