@@ -20,6 +20,7 @@ from test_validation import Row, check_refusal, copy_working_tree, refused
 EXAMPLE = ROOT / "examples" / "registrations.yml"
 SPEC = "vllm.v1.worker.gpu.spec_decode.speculator_config"
 QUANT = "vllm.model_executor.layers.quantization"
+WT = "vllm.distributed.weight_transfer"
 REG = {"kinds": ["registration"], "vllm_target": "0.34"}
 
 
@@ -108,6 +109,8 @@ ROWS = [
         shown="'acme.general:register'",
     ),
     Row("registration_calls", el(replace=True), "cannot give `replace`", REG, shown="'acme_ngram'"),
+    # Only a registry without a lookup of its own (the weight-transfer factories) may omit it.
+    Row("registration_calls", el(lookup=""), "has no `lookup`", REG, shown="'acme_ngram'"),
 ]
 
 
@@ -136,6 +139,9 @@ def test_both_forms_and_every_way_of_passing_render_clean(template: Path, tmp_pa
         },
         el(name="s1", pass_as="module:Class")[0],
         el(name="s2", pass_as="class")[0],
+        # vLLM's weight-transfer factories have no lookup: it is left out.
+        {"name": "w1", "call": f"{WT}.factory:WeightTransferEngineFactory.register_engine"},
+        {"name": "w2", "call": f"{WT}.factory:WeightTransferTrainerFactory.register_engine"},
         {
             "name": "other",
             "call": "other_plugin.registry:Schemes.register",
@@ -147,8 +153,11 @@ def test_both_forms_and_every_way_of_passing_render_clean(template: Path, tmp_pa
     copier.run_copy(str(template), tmp_path / "p", data=data, defaults=True, quiet=True)
     src = tmp_path / "p" / "src" / "acme"
     glue = (src / "_plugin.py").read_text()
-    for name in ("q", "s1", "s2", "other"):
+    for name in ("q", "s1", "s2", "w1", "w2", "other"):
         assert f'"registration:{name}"' in glue, glue
+    for factory in ("WeightTransferEngineFactory", "WeightTransferTrainerFactory"):
+        assert f'"{WT}.factory:{factory}._registry",' in glue, glue
+    assert f'"registration:w2": "{WT}.factory",' in glue  # waits for the factory's module
     assert '"registration:other": "other_plugin.registry",' in glue  # waits for its module
     assert "module:Class" in glue and '"decorator"' in glue
     assert (src / "registration_other.py").read_text().count("\nclass ") == 1
@@ -161,7 +170,8 @@ def test_both_forms_and_every_way_of_passing_render_clean(template: Path, tmp_pa
 @pytest.mark.real_vllm
 def test_registrations_example_passes_its_suite(tmp_path: Path) -> None:
     """examples/registrations.yml in vLLM 0.34: its suite (the switches and idempotency in fresh
-    processes), vLLM's own lookup returning the class (loader check), lint."""
+    processes), vLLM's own lookup returning each class (loader check; for the weight-transfer
+    engine, the factory's registry as `create_engine` reads it), lint."""
     from realvllm import envs
     from test_real_vllm import _suite_loaders_and_lint
 
@@ -169,6 +179,27 @@ def test_registrations_example_passes_its_suite(tmp_path: Path) -> None:
     assert target in VLLM["targets"]
     project = render_file(tmp_path / "registrations", EXAMPLE)
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
-    assert [c["name"] for c in answers["registration_calls"]] == ["acme_ngram"], answers
+    names = [c["name"] for c in answers["registration_calls"]]
+    assert names == ["acme_ngram", "acme_shm"], answers
+    # acme_shm gives no lookup: the check reads the weight-transfer factory's registry.
+    checks = (project / "tests" / "vllm_checks.py").read_text()
+    assert (
+        "WeightTransferEngineFactory._registry"
+        in (project / "src" / "acme_registrations" / "_plugin.py").read_text()
+    )
+    assert "found[name]()" in checks, checks
     ok = _suite_loaders_and_lint(envs.ensure(target), project, tmp_path / "site")
-    assert ok == {"registration:acme_ngram", "lazy"}, ok
+    assert ok == {"registration:acme_ngram", "registration:acme_shm", "lazy"}, ok
+
+
+def test_every_registry_the_kind_reads_is_a_fact_checked_against_each_wheel() -> None:
+    """kind.yml `lookups` names private mappings of vLLM's: each must be one of the kind's
+    `facts` (tools.vllm_facts checks those against every target's wheel), in the module of the
+    registering call."""
+    spec = yaml.safe_load((ROOT / "extensions" / "registration" / "kind.yml").read_text())
+    facts = {(f["path"], f["symbol"]) for f in spec["facts"]}
+    assert spec["lookups"], spec
+    for call, mapping in spec["lookups"].items():
+        module, _, qualname = mapping.partition(":")
+        assert call.partition(":")[0] == module, (call, mapping)
+        assert (module.replace(".", "/") + ".py", qualname) in facts, mapping
