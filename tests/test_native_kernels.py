@@ -9,7 +9,8 @@ out: torch is a CPU build, whatever nvcc is installed), the generated suite pass
 matches forward_native on random inputs and traces under torch.compile), the sdist needs no
 torch and holds every source, an isolated build is refused with one line, and a `_C` that is
 missing or broken fails with one line where a kernel is needed, while every instance still
-loads through vLLM's own loaders.
+loads through vLLM's own loaders. The CUDA kernels are compiled apart, by nvcc against the same
+torch's headers, into device code (no GPU is needed for that; linking and running them is).
 """
 
 from __future__ import annotations
@@ -482,6 +483,60 @@ def test_native_sdist_needs_no_torch_and_an_isolated_build_is_refused(
         f"{PACKAGE}._C, {PACKAGE}.{OWN} compile against the torch vLLM runs with, and this build"
         " has none: install with `pip install --no-build-isolation .` beside vLLM and torch"
     )
+
+
+# The nvcc flags of torch's CUDAExtension for `_C` (setup.py), less linking. The CPU wheel of
+# torch ships c10/cuda's headers but not the one its CMake build generates; the headers' own
+# switch (C10_CUDA_NO_CMAKE_CONFIGURE_FILE) leaves it out, which only drops Windows exports.
+NVCC_FLAGS = """import torch
+from torch.utils import cpp_extension as c
+abi = int(torch.compiled_with_cxx11_abi())
+print("\\n".join([*(f"-I{p}" for p in c.include_paths()), *c.COMMON_NVCC_FLAGS,
+    "-DC10_CUDA_NO_CMAKE_CONFIGURE_FILE", "-DWITH_CUDA", "-DTORCH_EXTENSION_NAME=_C",
+    "-DTORCH_API_INCLUDE_EXTENSION_H", f"-D_GLIBCXX_USE_CXX11_ABI={abi}", "-std=c++20", "-O3",
+    "--compiler-options=-fPIC"]))"""
+# One GPU architecture (Hopper: H100, H200) proves the device code compiles; a build for
+# several only repeats the device step.
+ARCH = "sm_90"
+
+
+@pytest.mark.real_vllm
+def test_native_cuda_kernels_compile_with_nvcc(project: Path, tmp_path: Path) -> None:
+    """The CUDA kernels, compiled by nvcc (a CUDA toolkit, no GPU needed) against the headers of
+    the torch vLLM runs with, with the flags torch's CUDAExtension passes, into device code for
+    one architecture: the kernels of RMSNorm and SiluAndMul and the stub every other op and
+    layer gets (the same file but for its names). Linking and running them needs a CUDA build
+    of torch and a GPU, which this machine has not."""
+    env = envs.ensure(SERVING_TARGET)
+    cuda_home = Path(os.environ.get("CUDA_HOME") or "/usr/local/cuda")
+    nvcc = shutil.which("nvcc") or str(cuda_home / "bin" / "nvcc")
+    assert Path(nvcc).is_file(), f"no nvcc on PATH nor in {cuda_home}: install a CUDA toolkit"
+    flags = run([str(env.python), "-c", NVCC_FLAGS], project)
+    assert flags.returncode == 0, flags.stderr[-2000:]
+    ops = native_modules(project)
+    stubs = [m for op, m in ops.items() if op not in CATALOG["custom_op"]["native"]]
+    sources = [
+        ops["RMSNorm"],
+        ops["SiluAndMul"],
+        *(stubs or list(native_layers(project).values()))[:1],
+    ]
+
+    def compile_cuda(module: str) -> subprocess.CompletedProcess[str]:
+        out = tmp_path / f"{module}_cuda.o"
+        cmd = [nvcc, "-c", f"csrc/{module}_cuda.cu", "-o", str(out), *flags.stdout.splitlines(),
+               f"-gencode=arch=compute_{ARCH[3:]},code={ARCH}", "--resource-usage"]  # fmt: skip
+        return run(cmd, project)
+
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(zip(sources, pool.map(compile_cuda, sources), strict=True))
+    for module, proc in results.items():
+        assert proc.returncode == 0, (module, proc.stdout[-3000:] + proc.stderr[-3000:])
+        # ptxas compiled each kernel to the architecture's machine code (--resource-usage says
+        # which, a line per kernel), and the object holds it.
+        kernels = re.findall(
+            rf"Compiling entry function '(\w+)' for '{ARCH}'", proc.stdout + proc.stderr
+        )
+        assert kernels and (tmp_path / f"{module}_cuda.o").stat().st_size, (module, proc.stderr)
 
 
 # ------------------------------------------------ native modules built with CMake (issue 36)
