@@ -524,12 +524,14 @@ def test_native_cuda_kernels_compile_with_nvcc(project: Path, tmp_path: Path) ->
         *(stubs or list(native_layers(project).values()))[:1],
     ]
 
+    # nvcc's mode and the output's suffix: RMSNorm's file whole, the others device code only.
+    modes = {m: ("-c", "o") if m == sources[0] else ("-cubin", "cubin") for m in sources}
+
     def output(module: str) -> Path:
-        return tmp_path / f"{module}_cuda.{'o' if module == sources[0] else 'cubin'}"
+        return tmp_path / f"{module}_cuda.{modes[module][1]}"
 
     def compile_cuda(module: str) -> subprocess.CompletedProcess[str]:
-        mode = "-c" if module == sources[0] else "-cubin"
-        cmd = [nvcc, mode, f"csrc/{module}_cuda.cu", "-o", str(output(module)),
+        cmd = [nvcc, modes[module][0], f"csrc/{module}_cuda.cu", "-o", str(output(module)),
                *flags.stdout.splitlines(), f"-gencode=arch=compute_{ARCH[3:]},code={ARCH}",
                "--resource-usage"]  # fmt: skip
         return run(cmd, project)
